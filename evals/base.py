@@ -1,0 +1,55 @@
+"""The evaluator protocol.
+
+An evaluator owns one benchmark (``bfcl-v4``, ``spider-dev``, ``ifeval``, ...):
+
+- ``cases(data_dir, categories)`` loads the benchmark's cases, each with the chat messages a
+  model is given (built in the task's own prompt format) and whatever scoring needs;
+- ``score(cases, responses)`` scores raw model text (``responses[case.id]``; a missing id is a
+  wrong answer, reported as such) and returns per-case rows plus a summary.
+
+The runner (``evals.runner``) handles files, generation with ``--model`` and writing results.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+
+@dataclass
+class EvalCase:
+    id: str
+    messages: list[dict[str, str]]
+    category: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EvalReport:
+    """``rows``: one dict per case (at least ``id``, ``category``, ``valid`` or metric fields).
+    ``summary``: the headline figures (floats in [0, 1] unless named otherwise) and counts.
+    ``table``: a human-readable Markdown table of the summary.
+    ``skipped``: cases that could not be scored, each ``{id, reason}`` (never counted right or wrong).
+    """
+
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+    table: str = ""
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Evaluator(ABC):
+    name: str = ""
+    task: str = ""  # the task whose prompt format and decoding it uses
+    description: str = ""
+    #: generation settings for ``--model`` (greedy by default)
+    max_new_tokens: int = 1024
+
+    @abstractmethod
+    def cases(self, data_dir: str | None = None, categories: Sequence[str] | None = None) -> list[EvalCase]:
+        """Load the benchmark. Raise a clear error naming the expected layout when data is absent."""
+
+    @abstractmethod
+    def score(self, cases: Sequence[EvalCase], responses: dict[str, str]) -> EvalReport:
+        """Score raw responses. Never raises on model output."""

