@@ -1,0 +1,251 @@
+"""Run records: one immutable directory per cell.
+
+Layout: ``results/<task>/<algorithm>/<model-slug>/seed<N>/`` holding
+
+- ``config.json``      the fully resolved :class:`harness.config.RunConfig`
+- ``provenance.json``  git commit (and whether the tree was dirty), package and library versions,
+                       task version, data hash, seed, host, start and end time, status
+- ``metrics.jsonl``    one JSON object per training step (key ``step``, 1-based, strictly increasing)
+- ``samples.jsonl``    a few sampled responses per step with their rewards
+- ``eval.json``        end-of-run benchmark results
+- ``checkpoint/``      resumable training state (removed or kept per config; not part of the record proper)
+- ``.lock``            held by the writing process: two runs never write the same directory
+
+Every file is written atomically (a temporary file in the same directory, then ``os.replace``),
+so a reader sees either the old or the new content. JSONL files are rewritten whole on append
+(they are small); a reader that finds a corrupt line reports the file and line number.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from harness.config import RunConfig, model_slug
+
+STATUS_RUNNING = "running"
+STATUS_FINISHED = "finished"
+
+
+class RecordError(RuntimeError):
+    """A record that is missing, locked, truncated or corrupt; the message names the file."""
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    path = Path(path)
+    if not path.exists():
+        raise RecordError(f"{path}: missing")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path}: corrupt JSON ({exc})") from exc
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"{path}, line {lineno}: corrupt or truncated JSON line ({exc})") from exc
+    return rows
+
+
+def git_commit(cwd: Path | None = None) -> dict[str, Any]:
+    cwd = cwd or Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                                    capture_output=True, text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": sha or None, "dirty": dirty if sha else None}
+
+
+def library_versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for dist in ("mrbench", "torch", "transformers", "peft", "vllm", "openrlhf", "sqlglot"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def record_dir_for(cfg: RunConfig) -> Path:
+    if cfg.output.dir:
+        return Path(cfg.output.dir)
+    return (Path(cfg.output.root) / cfg.task.name / cfg.algo.name / model_slug(cfg.model.name)
+            / f"seed{cfg.seed}")
+
+
+@dataclass
+class RunRecord:
+    """Writer (and reader) of one cell's record directory."""
+
+    path: Path
+    _lock_fh: Any = None
+
+    # -- opening ----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, cfg: RunConfig) -> "RunRecord":
+        """Open (creating or resuming) the record for ``cfg`` and take its lock.
+
+        A directory holding a record of a *different* config raises: pass another
+        ``--output.dir`` or remove it. The same config resumes.
+        """
+        rec = cls(record_dir_for(cfg))
+        rec.path.mkdir(parents=True, exist_ok=True)
+        rec.lock()
+        config_path = rec.path / "config.json"
+        if config_path.exists():
+            old = read_json(config_path)
+            if old != json.loads(cfg.to_json()):
+                rec.unlock()
+                raise RecordError(
+                    f"{rec.path}: holds a record of a different configuration; choose another "
+                    f"--output.dir or remove the directory"
+                )
+        else:
+            atomic_write_text(config_path, cfg.to_json() + "\n")
+        return rec
+
+    def lock(self) -> None:
+        fh = open(self.path / ".lock", "a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            raise RecordError(f"{self.path}: another run is writing this record (lock held)") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        self._lock_fh = fh
+
+    def unlock(self) -> None:
+        if self._lock_fh is not None:
+            fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
+            self._lock_fh.close()
+            self._lock_fh = None
+
+    # -- provenance ---------------------------------------------------------------------------
+    def provenance(self) -> dict[str, Any]:
+        p = self.path / "provenance.json"
+        return read_json(p) if p.exists() else {}
+
+    def update_provenance(self, **fields: Any) -> None:
+        prov = self.provenance()
+        prov.update(fields)
+        atomic_write_json(self.path / "provenance.json", prov)
+
+    def start(self, *, seed: int, task_version: str, data_hash: str, extra: dict[str, Any] | None = None) -> None:
+        prov = self.provenance()
+        if not prov:
+            prov = {"started": now_iso(), "seed": seed, "task_version": task_version, "data_hash": data_hash,
+                    "git": git_commit(), "versions": library_versions(), "host": platform.node(),
+                    "resumed": []}
+        else:
+            prov.setdefault("resumed", []).append(now_iso())
+        prov["status"] = STATUS_RUNNING
+        prov.update(extra or {})
+        atomic_write_json(self.path / "provenance.json", prov)
+
+    def finish(self, summary: dict[str, Any] | None = None) -> None:
+        self.update_provenance(status=STATUS_FINISHED, finished=now_iso(), summary=summary or {})
+
+    @property
+    def finished(self) -> bool:
+        return self.provenance().get("status") == STATUS_FINISHED
+
+    # -- metrics and samples ------------------------------------------------------------------
+    def metrics(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.path / "metrics.jsonl")
+
+    def append_metrics(self, row: dict[str, Any]) -> None:
+        """Append one step's metrics. Steps must increase strictly (a repeated step is an error)."""
+        rows = self.metrics()
+        if "step" not in row:
+            raise RecordError("metrics rows need a 'step'")
+        if rows and row["step"] <= rows[-1]["step"]:
+            raise RecordError(f"{self.path / 'metrics.jsonl'}: step {row['step']} after step {rows[-1]['step']}")
+        self._write_jsonl("metrics.jsonl", rows + [row])
+
+    def truncate_metrics(self, last_step: int) -> None:
+        """Drop metrics rows after ``last_step`` (used on resume from a checkpoint at that step)."""
+        rows = [r for r in self.metrics() if r["step"] <= last_step]
+        self._write_jsonl("metrics.jsonl", rows)
+        samples = [r for r in read_jsonl(self.path / "samples.jsonl") if r.get("step", 0) <= last_step]
+        self._write_jsonl("samples.jsonl", samples)
+
+    def append_samples(self, rows: Iterable[dict[str, Any]]) -> None:
+        self._write_jsonl("samples.jsonl", read_jsonl(self.path / "samples.jsonl") + list(rows))
+
+    def write_eval(self, results: dict[str, Any]) -> None:
+        atomic_write_json(self.path / "eval.json", results)
+
+    def _write_jsonl(self, name: str, rows: list[dict[str, Any]]) -> None:
+        text = "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows)
+        atomic_write_text(self.path / name, text)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.path / "checkpoint"
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    """Read a record for analysis; raises RecordError naming the file when something is wrong."""
+    path = Path(path)
+    out = {
+        "path": str(path),
+        "config": read_json(path / "config.json"),
+        "provenance": read_json(path / "provenance.json"),
+        "metrics": read_jsonl(path / "metrics.jsonl"),
+    }
+    if (path / "eval.json").exists():
+        out["eval"] = read_json(path / "eval.json")
+    return out
+
+
+def find_records(root: Path) -> list[Path]:
+    return sorted(p.parent for p in Path(root).rglob("config.json") if (p.parent / "provenance.json").exists())
