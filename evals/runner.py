@@ -1,0 +1,100 @@
+"""``mrbench eval``: score raw model outputs (or generate them first) on one benchmark.
+
+Writes into ``--out``: ``results.jsonl`` (one row per case), ``summary.json``, ``summary.md``
+(the table), ``skipped.jsonl`` (cases that could not be scored, with the reason) and, when a
+model generated the responses, ``predictions.jsonl``.
+
+Predictions are JSONL rows ``{id, response}`` (``key`` is accepted for ``id``; rows with only a
+``prompt`` are matched to the case with that prompt text, as official IFEval output files are).
+A case with no prediction is scored on the empty response, and counted in ``missing``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from evals.base import EvalCase, Evaluator
+from harness.records import atomic_write_json, atomic_write_text
+from harness.scoring import read_rows
+
+
+def make_evaluator(name: str) -> Evaluator:
+    from harness.catalog import EVALUATORS
+
+    return EVALUATORS.get(name)()
+
+
+def read_predictions(path: str | Path, cases: Sequence[EvalCase]) -> tuple[dict[str, str], list[str]]:
+    """Map case id -> response. Returns also the prediction ids that match no case."""
+    by_prompt = {c.meta["prompt"]: c.id for c in cases if isinstance(c.meta.get("prompt"), str)}
+    ids = {c.id for c in cases}
+    out: dict[str, str] = {}
+    unknown: list[str] = []
+    for lineno, row in read_rows(path):
+        rid = row.get("id", row.get("key"))
+        if rid is None and isinstance(row.get("prompt"), str):
+            rid = by_prompt.get(row["prompt"])
+        if rid is None:
+            unknown.append(f"line {lineno}")
+            continue
+        rid = str(rid)
+        response = row.get("response")
+        if response is None:
+            response = ""
+        out[rid] = response if isinstance(response, str) else json.dumps(response)
+        if rid not in ids:
+            unknown.append(rid)
+    return out, unknown
+
+
+def generate_for_cases(model: str, cases: Sequence[EvalCase], max_new_tokens: int) -> dict[str, str]:
+    from harness.generation import generate_greedy
+
+    texts = generate_greedy(model, [c.messages for c in cases], max_new_tokens=max_new_tokens)
+    return {c.id: t for c, t in zip(cases, texts)}
+
+
+def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, model: str | None = None,
+             data_dir: str | None = None, categories: Sequence[str] | None = None, limit: int | None = None,
+             max_new_tokens: int | None = None) -> dict[str, Any]:
+    evaluator = make_evaluator(name)
+    cases = evaluator.cases(data_dir=data_dir, categories=categories)
+    if limit is not None:
+        cases = cases[:limit]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    unknown: list[str] = []
+    t0 = time.time()
+    if predictions is not None:
+        responses, unknown = read_predictions(predictions, cases)
+    else:
+        assert model is not None
+        responses = generate_for_cases(model, cases, max_new_tokens or evaluator.max_new_tokens)
+        atomic_write_text(out / "predictions.jsonl", "".join(
+            json.dumps({"id": cid, "response": text}, ensure_ascii=False) + "\n" for cid, text in responses.items()))
+    t_gen = time.time() - t0
+    missing = [c.id for c in cases if c.id not in responses]
+    report = evaluator.score(cases, responses)
+    t_score = time.time() - t0 - t_gen
+    atomic_write_text(out / "results.jsonl", "".join(
+        json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in report.rows))
+    atomic_write_text(out / "skipped.jsonl", "".join(
+        json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in report.skipped))
+    summary = dict(report.summary)
+    summary.update({
+        "benchmark": name,
+        "cases": len(cases),
+        "missing_predictions": len(missing),
+        "unmatched_predictions": len(unknown),
+        "skipped": len(report.skipped),
+        "source": "model:" + model if model else "predictions:" + str(predictions),
+        "seconds_generate": round(t_gen, 3),
+        "seconds_score": round(t_score, 3),
+    })
+    atomic_write_json(out / "summary.json", summary)
+    atomic_write_text(out / "summary.md", report.table + "\n")
+    summary["table"] = report.table
+    return summary

@@ -1,0 +1,173 @@
+"""The ``mrbench`` command.
+
+    mrbench list                                   registered tasks, algorithms, backends, evaluators
+    mrbench run [--config RECIPE] [--task T] [--algo A] [--model M] [--seed N] [--x.y VALUE ...]
+    mrbench score TASK --data FILE.jsonl --out FILE.jsonl [--data-dir DIR]
+    mrbench eval NAME (--predictions FILE.jsonl | --model M) --out DIR [--data-dir DIR] [--categories C ...]
+    mrbench leaderboard [--root results] [--out FILE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from harness.registry import RegistryError, UnknownNameError
+
+
+def _split_overrides(extra: Sequence[str]) -> list[tuple[str, str]]:
+    """``["--algo.beta", "0.25", "--seed=3"]`` -> ``[("algo.beta", "0.25"), ("seed", "3")]``."""
+    pairs: list[tuple[str, str]] = []
+    i = 0
+    while i < len(extra):
+        tok = extra[i]
+        if not tok.startswith("--") or len(tok) <= 2:
+            raise SystemExit(f"mrbench run: unexpected argument {tok!r} (overrides look like --section.field VALUE)")
+        key = tok[2:]
+        if "=" in key:
+            key, value = key.split("=", 1)
+            i += 1
+        else:
+            if i + 1 >= len(extra) or (extra[i + 1].startswith("--") and not _is_number(extra[i + 1])):
+                raise SystemExit(f"mrbench run: override --{key} needs a value")
+            value = extra[i + 1]
+            i += 2
+        pairs.append((key.replace("-", "_") if "." in key else key, value))
+    return pairs
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from harness.catalog import registries
+
+    for title, reg in registries().items():
+        print(f"{title}:")
+        rows = reg.describe()
+        width = max((len(n) for n, _ in rows), default=0)
+        for name, desc in rows:
+            print(f"  {name.ljust(width)}  {desc}")
+        print()
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    from harness.config import ConfigError, resolve
+    from harness.runner import run
+
+    pairs = []
+    for key in ("task", "algo", "model", "seed", "backend"):
+        value = getattr(args, key)
+        if value is not None:
+            pairs.append((key, str(value)))
+    pairs += _split_overrides(extra)
+    try:
+        cfg = resolve(args.config, pairs)
+    except ConfigError as exc:
+        print(f"mrbench run: {exc}", file=sys.stderr)
+        return 2
+    return run(cfg)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from harness.scoring import score_file
+
+    n = score_file(args.task, args.data, args.out, data_dir=args.data_dir)
+    print(f"scored {n} rows -> {args.out}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from evals.runner import run_eval
+
+    if (args.predictions is None) == (args.model is None):
+        print("mrbench eval: give exactly one of --predictions FILE or --model M", file=sys.stderr)
+        return 2
+    summary = run_eval(args.name, out_dir=args.out, predictions=args.predictions, model=args.model,
+                       data_dir=args.data_dir, categories=args.categories, limit=args.limit,
+                       max_new_tokens=args.max_new_tokens)
+    print(summary.get("table", ""))
+    print(f"results -> {args.out}")
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from harness.leaderboard import build_leaderboard
+
+    table = build_leaderboard(args.root, args.out)
+    print(table)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mrbench", description="Multi-reward RL benchmark harness")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("list", help="registered tasks, algorithms, backends and evaluators")
+
+    run = sub.add_parser("run", help="train and evaluate one task x algorithm x model x seed cell",
+                         epilog="Any config field can be overridden with --section.field VALUE, "
+                                "e.g. --algo.beta 0.25 --sampling.group_size 4 --schedule.steps 10")
+    run.add_argument("--config", help="YAML recipe file or shipped recipe name (e.g. toolcall-paper)")
+    run.add_argument("--task")
+    run.add_argument("--algo")
+    run.add_argument("--model")
+    run.add_argument("--backend")
+    run.add_argument("--seed", type=int)
+
+    score = sub.add_parser("score", help="score responses in a JSONL file with a task's verifiers")
+    score.add_argument("task")
+    score.add_argument("--data", required=True, help="JSONL rows: the task's example fields plus 'response'")
+    score.add_argument("--out", required=True)
+    score.add_argument("--data-dir", help="dataset root the rows refer to (e.g. Spider's databases)")
+
+    ev = sub.add_parser("eval", help="evaluate predictions (or a model) on a benchmark")
+    ev.add_argument("name")
+    ev.add_argument("--predictions", help="JSONL rows {id, response} with raw model text")
+    ev.add_argument("--model", help="generate greedily with this model first")
+    ev.add_argument("--out", required=True)
+    ev.add_argument("--data-dir")
+    ev.add_argument("--categories", nargs="+")
+    ev.add_argument("--limit", type=int, help="evaluate only the first N cases")
+    ev.add_argument("--max-new-tokens", type=int, default=None)
+
+    lb = sub.add_parser("leaderboard", help="aggregate run records across seeds")
+    lb.add_argument("--root", default="results")
+    lb.add_argument("--out", help="also write the table (Markdown) here")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "run":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        if args.command == "list":
+            return cmd_list(args)
+        if args.command == "run":
+            return cmd_run(args, extra)
+        if args.command == "score":
+            return cmd_score(args)
+        if args.command == "eval":
+            return cmd_eval(args)
+        if args.command == "leaderboard":
+            return cmd_leaderboard(args)
+    except (UnknownNameError, RegistryError) as exc:
+        print(f"mrbench {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"mrbench {args.command}: {exc}", file=sys.stderr)
+        return 2
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+import json
+
+import pytest
+
+from harness.config import ConfigError, RunConfig, from_dict, model_slug, parse_overrides, resolve
+
+
+def test_defaults_are_the_main_job():
+    cfg = resolve()
+    assert cfg.task.name == "ifollow"
+    assert cfg.algo.name == "mrtpo"
+    assert cfg.model.name == "smollm2-135m"
+    assert cfg.backend.name == "local"
+    assert cfg.seed == 0
+
+
+@pytest.mark.parametrize(
+    "pairs, check",
+    [
+        ([("algo.beta", "0.25")], lambda c: c.algo.params == {"beta": 0.25}),
+        ([("algo", "gdpo")], lambda c: c.algo.name == "gdpo"),
+        ([("seed", "3")], lambda c: c.seed == 3),
+        ([("sampling.top_k", "100")], lambda c: c.sampling.top_k == 100),
+        ([("sampling.top_k", "null")], lambda c: c.sampling.top_k is None),
+        ([("optim.lr", "1e-6")], lambda c: c.optim.lr == 1e-6),
+        ([("optim.lr", "1")], lambda c: c.optim.lr == 1.0 and isinstance(c.optim.lr, float)),
+        ([("model.lora", "true")], lambda c: c.model.lora is True),
+        ([("schedule.eval_benchmarks", "[ifeval, ifbench]")], lambda c: c.schedule.eval_benchmarks == ["ifeval", "ifbench"]),
+        ([("model", "Qwen/Qwen2.5-1.5B-Instruct")], lambda c: c.model.name == "Qwen/Qwen2.5-1.5B-Instruct"),
+    ],
+)
+def test_overrides(pairs, check):
+    assert check(resolve(None, pairs))
+
+
+@pytest.mark.parametrize(
+    "pairs, message",
+    [
+        ([("optim.lr", "fast")], "optim.lr: expected a number, got 'fast'"),
+        ([("optim.lrr", "1")], "optim.lrr: unknown field; known fields of optim: lr"),
+        ([("sampling.group_size", "2.5")], "sampling.group_size: expected an integer"),
+        ([("model.lora", "maybe")], "model.lora: expected true/false"),
+        ([("nosuch", "1")], "nosuch: unknown field"),
+    ],
+)
+def test_bad_values_name_the_field(pairs, message):
+    with pytest.raises(ConfigError) as info:
+        resolve(None, pairs)
+    assert message in str(info.value)
+
+
+def test_recipe_file_then_overrides(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("task:\n  name: toolcall\nalgo:\n  name: mrtpo\n  params:\n    beta: 0.5\n    warmup_steps: 10\n"
+                      "sampling:\n  group_size: 4\n")
+    cfg = resolve(str(recipe), [("algo.beta", "0.3"), ("sampling.temperature", "1.1")])
+    assert cfg.task.name == "toolcall"
+    assert cfg.algo.params == {"beta": 0.3, "warmup_steps": 10}
+    assert cfg.sampling.group_size == 4 and cfg.sampling.temperature == 1.1
+
+
+def test_unknown_recipe_lists_shipped():
+    with pytest.raises(ConfigError, match="not found"):
+        resolve("no-such-recipe")
+
+
+def test_resolved_config_round_trips_through_json():
+    cfg = resolve(None, [("algo.beta", "0.1"), ("sampling.top_k", "50")])
+    again = from_dict(json.loads(cfg.to_json()))
+    assert again == cfg
+    assert isinstance(again, RunConfig)
+
+
+def test_parse_overrides_routes_algo_params():
+    assert parse_overrides([("algo.beta", "0.25"), ("algo.name", "mrtpo")]) == {
+        "algo": {"params": {"beta": 0.25}, "name": "mrtpo"}
+    }
+
+
+@pytest.mark.parametrize("name, slug", [("smollm2-135m", "smollm2-135m"),
+                                         ("Qwen/Qwen2.5-1.5B-Instruct", "qwen2.5-1.5b-instruct"),
+                                         ("/models/my model/", "my-model")])
+def test_model_slug(name, slug):
+    assert model_slug(name) == slug
