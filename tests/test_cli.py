@@ -1,0 +1,86 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness import cli, scoring
+from evals import runner as eval_runner
+from tests.fake_plugins import ShoutEvaluator, ShoutTask
+
+
+def test_score_command_writes_rewards_blocks_and_details(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(scoring, "make_task", lambda name: ShoutTask())
+    data = tmp_path / "in.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "r1", "word": "apple", "response": "I LOVE APPLE"},
+        {"word": "pear", "response": "a plum"},
+    ]) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["score", "shout", "--data", str(data), "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[0]["id"] == "r1" and rows[0]["rewards"] == {"upper": 1.0, "has_word": 1.0}
+    assert rows[1]["id"] == "2" and rows[1]["rewards"] == {"upper": 0.0, "has_word": 0.0}
+    assert rows[0]["blocks"]["has_word"] == "Say apple."
+    assert rows[0]["details"]["upper"]["spans"] == [[0, 12]]
+    assert rows[0]["reward_names"] == ["upper", "has_word"]
+
+
+def test_score_command_names_file_and_row_of_bad_data(tmp_path, monkeypatch):
+    from tasks.base import DataError
+
+    monkeypatch.setattr(scoring, "make_task", lambda name: ShoutTask())
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"word": "a", "response": "x"}\n{"word": "b"}\n')
+    with pytest.raises(DataError, match=r"in.jsonl, row 2: row has no 'response'"):
+        scoring.score_file("shout", str(data), str(tmp_path / "o.jsonl"))
+    data.write_text('{"word": "a", "response": "x"}\nnot json\n')
+    with pytest.raises(DataError, match=r"in.jsonl, row 2: not valid JSON"):
+        scoring.score_file("shout", str(data), str(tmp_path / "o.jsonl"))
+
+
+def test_eval_command_with_predictions(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(eval_runner, "make_evaluator", lambda name: ShoutEvaluator())
+    preds = tmp_path / "p.jsonl"
+    preds.write_text('{"id": "a", "response": "APPLE!"}\n{"prompt": "pb", "response": "no"}\n{"id": "zz", "response": ""}\n')
+    out = tmp_path / "ev"
+    assert cli.main(["eval", "shout-bench", "--predictions", str(preds), "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accuracy"] == 0.5
+    assert summary["cases"] == 2 and summary["missing_predictions"] == 0 and summary["unmatched_predictions"] == 1
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["valid"] for r in rows] == [True, False]
+    assert "| accuracy |" in (out / "summary.md").read_text()
+
+
+def test_eval_needs_exactly_one_source(tmp_path):
+    assert cli.main(["eval", "x", "--out", str(tmp_path)]) == 2
+
+
+def test_unknown_task_lists_known_ones(tmp_path, capsys):
+    data = tmp_path / "in.jsonl"
+    data.write_text("{}\n")
+    assert cli.main(["score", "nosuchtask", "--data", str(data), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown task 'nosuchtask'" in err and "ifollow, text2sql, toolcall" in err
+
+
+def test_run_rejects_bad_override(capsys):
+    assert cli.main(["run", "--optim.lr", "fast"]) == 2
+    assert "optim.lr: expected a number" in capsys.readouterr().err
+
+
+def test_split_overrides():
+    assert cli._split_overrides(["--algo.beta", "0.25", "--seed=3", "--optim.lr", "-1e-3"]) == [
+        ("algo.beta", "0.25"), ("seed", "3"), ("optim.lr", "-1e-3")]
+    with pytest.raises(SystemExit):
+        cli._split_overrides(["--algo.beta"])
+
+
+def test_mrbench_list_shows_every_registered_name():
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "list"], capture_output=True, text=True, check=True).stdout
+    for name in ["toolcall", "text2sql", "ifollow", "grpo", "gdpo", "saw", "dara", "dvao", "gd2po", "sa-mrpo",
+                 "mrtpo", "mrtpo+saw", "mrtpo-joint", "mrtpo-shuffled", "cort", "opsd", "local", "bfcl-v4",
+                 "spider-dev", "spider-syn", "spider-realistic", "spider-dk", "bird-dev", "ifeval", "ifbench",
+                 "muldimif"]:
+        assert f"  {name} " in out or f"  {name}\n" in out, name
