@@ -1,0 +1,283 @@
+"""Shared pieces of every algorithm: the rollout batch, the algorithm base class, group
+standardisation, batch rescaling and masked statistics.
+
+Conventions used throughout ``algorithms/``:
+
+* ``rewards[B, K]`` holds one value per response and reward; **NaN means "this reward does not
+  apply to this response"** (K varies across prompts, e.g. one reward per instruction constraint).
+  A NaN reward gets advantage 0 and is left out of every sum.
+* ``group_ids[B]`` says which prompt group a response belongs to (any integers).
+* ``response_mask[B, T]`` marks the response tokens that enter the loss; every token advantage
+  returned by an algorithm is 0 where the mask is False.
+* Per-token statistics from the replay engine are indexed like the response tokens. A relevance
+  row that is NaN on the response's valid tokens means "not replayed": that (response, reward)
+  keeps the uniform weight 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+class ReplayRequest(str, enum.Enum):
+    """What the backend's replay engine must compute before ``token_advantages``.
+
+    - ``none``: nothing (GRPO, GDPO, the reweighters).
+    - ``leave_one_out``: ``relevance[B,K,T]`` = JS distance between replays after P_all and P_\\k
+      (MRTPO, paper Eq. 4-5); only rewards that vary within their group need replaying
+      (see :func:`rewards_varying_in_group`), the rest may be NaN rows.
+    - ``joint``: ``joint_relevance[B,T]`` = JS distance between P_0 + all blocks and P_0 (mrtpo-joint).
+    - ``rubric``: ``logprob_delta[B,T]`` = log pi(y_t|x+) - log pi(y_t|x-) (CoRT).
+    - ``teacher``: teacher logits over the student's own tokens, consumed by
+      ``OPSD.distillation_loss`` (OPSD).
+    """
+
+    NONE = "none"
+    LEAVE_ONE_OUT = "leave_one_out"
+    JOINT = "joint"
+    RUBRIC = "rubric"
+    TEACHER = "teacher"
+
+
+class ConfigError(ValueError):
+    """An algorithm was configured with an unknown key or an invalid value."""
+
+
+@dataclass
+class RolloutBatch:
+    """Everything an algorithm reads for one training step (pure tensors, one device).
+
+    Required: ``rewards[B,K]`` float (NaN = reward absent), ``group_ids[B]`` long,
+    ``response_mask[B,T]`` bool, ``step`` (0-based training step, drives warm-ups).
+
+    Optional per-token statistics, filled by the replay engine as the algorithm's
+    ``replay_request`` asks:
+
+    - ``relevance[B,K,T]``: MRTPO's q_{k,t} in [0,1]; a NaN row (on the valid tokens) = not
+      replayed, uniform weight.
+    - ``joint_relevance[B,T]``: one relevance profile for all blocks together (mrtpo-joint).
+    - ``logprob_delta[B,T]``: CoRT's delta_t = log pi(y_t|x+) - log pi(y_t|x-); NaN = not replayed.
+    """
+
+    rewards: Tensor
+    group_ids: Tensor
+    response_mask: Tensor
+    relevance: Tensor | None = None
+    step: int = 0
+    joint_relevance: Tensor | None = None
+    logprob_delta: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.rewards.dim() != 2:
+            raise ValueError(f"rewards must be [B, K], got shape {tuple(self.rewards.shape)}")
+        B, K = self.rewards.shape
+        if self.group_ids.shape != (B,):
+            raise ValueError(f"group_ids must be [B]={B}, got shape {tuple(self.group_ids.shape)}")
+        if self.response_mask.dim() != 2 or self.response_mask.shape[0] != B:
+            raise ValueError(f"response_mask must be [B={B}, T], got {tuple(self.response_mask.shape)}")
+        if self.response_mask.dtype != torch.bool:
+            self.response_mask = self.response_mask.bool()
+        if not self.rewards.is_floating_point():
+            self.rewards = self.rewards.float()
+        T = self.response_mask.shape[1]
+        checks = [("relevance", self.relevance, (B, K, T)), ("joint_relevance", self.joint_relevance, (B, T)),
+                  ("logprob_delta", self.logprob_delta, (B, T))]
+        for field_name, value, shape in checks:
+            if value is not None and tuple(value.shape) != shape:
+                raise ValueError(f"{field_name} must have shape {shape}, got {tuple(value.shape)}")
+        if self.step < 0:
+            raise ValueError(f"step must be >= 0, got {self.step}")
+
+    @property
+    def num_responses(self) -> int:
+        return self.rewards.shape[0]
+
+    @property
+    def num_rewards(self) -> int:
+        return self.rewards.shape[1]
+
+
+# ----------------------------------------------------------------------------------------------
+# configuration
+
+
+def make_config(config_cls: type, algorithm: str, kwargs: Mapping[str, Any]) -> Any:
+    """Build the typed config dataclass, rejecting unknown keys with the list of accepted ones."""
+    accepted = [f.name for f in dataclasses.fields(config_cls)]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise ConfigError(f"algorithm {algorithm!r}: unknown config key(s) {unknown}; "
+                          f"accepted keys: {', '.join(accepted) or '(none)'}")
+    return config_cls(**kwargs)
+
+
+def check(condition: bool, message: str) -> None:
+    """Raise :class:`ConfigError` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise ConfigError(message)
+
+
+# ----------------------------------------------------------------------------------------------
+# group statistics
+
+
+def dense_groups(group_ids: Tensor) -> tuple[Tensor, int]:
+    """Map arbitrary group ids to 0..G-1; returns (index[B], G)."""
+    uniq, inverse = torch.unique(group_ids, return_inverse=True)
+    return inverse, int(uniq.numel())
+
+
+def group_standardise(rewards: Tensor, group_ids: Tensor, eps: float = 1e-6) -> Tensor:
+    """Paper Eq. 1 per reward column: A = (r - mu_g) / (sigma_g + eps).
+
+    mu_g and sigma_g are the mean and the SAMPLE (n-1) standard deviation of the reward over the
+    responses of the group where it is not NaN. Decisions:
+    - NaN reward -> advantage 0 (it is also excluded from mu and sigma);
+    - fewer than two valid responses in the group -> advantage 0 (GDPO's public code would keep
+      r itself with mean 0, std 1; a lone response carries no relative signal, so we give 0);
+    - constant reward within the group (max == min) -> exactly 0.
+    Works for rewards[B] too (treated as one column).
+    """
+    squeeze = rewards.dim() == 1
+    r = rewards.unsqueeze(1) if squeeze else rewards
+    r = r.float() if r.dtype in (torch.float16, torch.bfloat16) else r
+    idx, G = dense_groups(group_ids)
+    K = r.shape[1]
+    valid = ~torch.isnan(r)
+    r0 = torch.where(valid, r, torch.zeros_like(r))
+    index = idx.unsqueeze(1).expand(-1, K)
+    count = torch.zeros(G, K, dtype=r.dtype, device=r.device).scatter_add_(0, index, valid.to(r.dtype))
+    total = torch.zeros(G, K, dtype=r.dtype, device=r.device).scatter_add_(0, index, r0)
+    mean = total / count.clamp_min(1)
+    dev = torch.where(valid, r0 - mean[idx], torch.zeros_like(r))
+    sq = torch.zeros(G, K, dtype=r.dtype, device=r.device).scatter_add_(0, index, dev * dev)
+    std = torch.sqrt(sq / (count - 1).clamp_min(1))
+    big = torch.finfo(r.dtype).max
+    hi = torch.full((G, K), -big, dtype=r.dtype, device=r.device).scatter_reduce(
+        0, index, torch.where(valid, r, torch.full_like(r, -big)), reduce="amax")
+    lo = torch.full((G, K), big, dtype=r.dtype, device=r.device).scatter_reduce(
+        0, index, torch.where(valid, r, torch.full_like(r, big)), reduce="amin")
+    informative = (count >= 2) & (hi > lo)
+    adv = dev / (std[idx] + eps)
+    adv = torch.where(valid & informative[idx], adv, torch.zeros_like(adv))
+    return adv.squeeze(1) if squeeze else adv
+
+
+def rewards_varying_in_group(rewards: Tensor, group_ids: Tensor) -> Tensor:
+    """bool[B,K]: the (response, reward) pairs whose reward is non-NaN and not constant within the
+    group. Only these pairs carry a non-zero group advantage, so only they need a replay."""
+    idx, G = dense_groups(group_ids)
+    r = rewards.float()
+    valid = ~torch.isnan(r)
+    K = r.shape[1]
+    index = idx.unsqueeze(1).expand(-1, K)
+    big = torch.finfo(r.dtype).max
+    hi = torch.full((G, K), -big, device=r.device).scatter_reduce(
+        0, index, torch.where(valid, r, torch.full_like(r, -big)), reduce="amax")
+    lo = torch.full((G, K), big, device=r.device).scatter_reduce(
+        0, index, torch.where(valid, r, torch.full_like(r, big)), reduce="amin")
+    return valid & (hi > lo)[idx]
+
+
+# ----------------------------------------------------------------------------------------------
+# masked statistics and warm-up
+
+
+def masked_mean(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    """Mean of ``values`` over entries where ``mask`` is True (0 where nothing is valid)."""
+    m = mask.to(values.dtype)
+    if dim is None:
+        return (values * m).sum() / m.sum().clamp_min(1)
+    return (values * m).sum(dim) / m.sum(dim).clamp_min(1)
+
+
+def masked_var(values: Tensor, mask: Tensor, unbiased: bool = True) -> Tensor:
+    """Variance over masked entries; unbiased = divide by n-1 (0 when n < 2)."""
+    m = mask.to(values.dtype)
+    n = m.sum()
+    mean = (values * m).sum() / n.clamp_min(1)
+    ss = (((values - mean) * m) ** 2).sum()
+    denom = (n - 1) if unbiased else n
+    return torch.where(denom > 0, ss / denom.clamp_min(1), torch.zeros_like(ss))
+
+
+def sample_std(values: Tensor) -> Tensor:
+    """Sample (n-1) standard deviation of a 1-d tensor; 0 when it has fewer than two entries."""
+    if values.numel() < 2:
+        return torch.zeros((), dtype=values.dtype, device=values.device)
+    return values.std(unbiased=True)
+
+
+def smoothstep(u: float) -> float:
+    """3u^2 - 2u^3 with u clipped to [0, 1] (zero slope at both ends)."""
+    u = min(max(u, 0.0), 1.0)
+    return 3.0 * u * u - 2.0 * u ** 3
+
+
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """Paper App. D: lambda_n = smoothstep(min(n / N, 1)); N = 0 means no warm-up (lambda = 1)."""
+    if warmup_steps <= 0:
+        return 1.0
+    return smoothstep(step / warmup_steps)
+
+
+def broadcast_to_tokens(per_response: Tensor, mask: Tensor) -> Tensor:
+    """[B] -> [B,T], zero where the mask is False."""
+    return torch.where(mask, per_response.unsqueeze(1).to(torch.float32).expand_as(mask),
+                       torch.zeros((), dtype=torch.float32, device=mask.device))
+
+
+def finite_or_nan(x: Tensor | float) -> float:
+    value = float(x)
+    return value if math.isfinite(value) else float("nan")
+
+
+# ----------------------------------------------------------------------------------------------
+# the algorithm base class
+
+
+class Algorithm(ABC):
+    """An advantage estimator: rewards [B,K] (+ replayed statistics) -> token advantages [B,T].
+
+    Subclasses set ``name``, ``replay_request`` and ``config_class`` and implement
+    :meth:`token_advantages`. ``config`` is the typed config dataclass; unknown keys raise
+    :class:`ConfigError` listing the accepted ones. ``has_loss`` is True for algorithms that add a
+    loss term of their own (OPSD), which the backend must then request and add.
+    """
+
+    name: str = ""
+    replay_request: ReplayRequest = ReplayRequest.NONE
+    config_class: type = object
+    has_loss: bool = False
+
+    def __init__(self, **config: Any):
+        self.config = make_config(self.config_class, self.name, config)
+
+    @abstractmethod
+    def token_advantages(self, batch: RolloutBatch) -> Tensor:
+        """Tensor[B,T] float32, zero where ``batch.response_mask`` is False."""
+
+    def metrics(self, batch: RolloutBatch) -> dict[str, float]:
+        """Scalars to log for this batch. Default: mean |A| over valid tokens."""
+        adv = self.token_advantages(batch)
+        return {"adv_abs_mean": finite_or_nan(masked_mean(adv.abs(), batch.response_mask))}
+
+    def needs_replay(self, step: int) -> bool:
+        """Whether the backend must run the replay at this step (it may skip it when False)."""
+        return self.replay_request is not ReplayRequest.NONE
+
+    def config_dict(self) -> dict[str, Any]:
+        """A flat JSON-friendly view of the configuration, for run records."""
+        return dataclasses.asdict(self.config)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config!r})"

@@ -1,0 +1,200 @@
+"""GDPO (paper Eq. 2) and the response-level aggregation every reweighter shares.
+
+A response-level method is described by an :class:`Aggregate`:
+
+* ``contributions[B,K]``: reward k's share of response j's advantage before the batch rescale
+  (GDPO: c_k * A_k with A_k the group z-score of Eq. 1). Their sum over k is S^{(j)}.
+* ``response_scale[B]``: a factor applied after the rescale (1 except GD2PO's kept share).
+* ``keep[B]``: which responses enter the batch statistics (all except GD2PO's dropped ones).
+
+The token advantage is then ``(S - shift) / scale * response_scale`` on every valid token, where
+the batch rescale gives (shift, scale) from the response-level S (``rescale`` config):
+
+* ``"paper"`` (default): shift 0, scale = std_B(S) + eps, the SAMPLE std over the batch's
+  responses, exactly as the paper writes S / std_B(S) (eps: ``rescale_eps``, default 1e-6).
+* ``"verl"``: masked whitening over valid TOKENS (each response's S repeated T_j times):
+  shift = token mean, scale = sqrt(unbiased token variance + 1e-8).
+* ``"trl"``: over RESPONSES, shift = mean(S), scale = std(S) + 1e-4 (sample std).
+* ``"none"``: shift 0, scale 1.
+
+MRTPO (``mrtpo.py``) keeps this (shift, scale), computed from the UNIFORM S, and applies it to
+its per-token S_t, so beta = 0 gives GDPO exactly.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from algorithms.base import (
+    Algorithm,
+    RolloutBatch,
+    broadcast_to_tokens,
+    check,
+    finite_or_nan,
+    group_standardise,
+    masked_mean,
+    masked_var,
+    sample_std,
+)
+
+RESCALE_MODES = ("paper", "verl", "trl", "none")
+DEFAULT_RESCALE_EPS = {"paper": 1e-6, "verl": 1e-8, "trl": 1e-4, "none": 0.0}
+
+
+@dataclass
+class Aggregate:
+    """Response-level decomposition of an advantage (see the module docstring)."""
+
+    contributions: Tensor  # [B,K]
+    response_scale: Tensor  # [B]
+    keep: Tensor  # [B] bool
+
+    @property
+    def uniform(self) -> Tensor:
+        """S^{(j)} = sum_k contributions[j, k]."""
+        return self.contributions.sum(dim=1)
+
+
+@dataclass
+class AggregateConfig:
+    """Fields every response-level method shares.
+
+    eps: Eq. 1 denominator epsilon (1e-6, GDPO's verl value; TRL uses 1e-4).
+    rescale: batch rescale, one of "paper", "verl", "trl", "none".
+    rescale_eps: epsilon of the rescale; None = the mode's default (paper 1e-6, verl 1e-8, trl 1e-4).
+    """
+
+    eps: float = 1e-6
+    rescale: str = "paper"
+    rescale_eps: float | None = None
+
+    def __post_init__(self) -> None:
+        check(self.rescale in RESCALE_MODES, f"rescale must be one of {RESCALE_MODES}, got {self.rescale!r}")
+        check(self.eps >= 0, f"eps must be >= 0, got {self.eps}")
+        check(self.rescale_eps is None or self.rescale_eps >= 0, "rescale_eps must be >= 0")
+
+    @property
+    def effective_rescale_eps(self) -> float:
+        return DEFAULT_RESCALE_EPS[self.rescale] if self.rescale_eps is None else float(self.rescale_eps)
+
+
+def rescale_affine(S: Tensor, keep: Tensor, mask: Tensor, mode: str, eps: float) -> tuple[Tensor, Tensor]:
+    """(shift, scale) of the batch rescale A = (S - shift) / scale; see the module docstring."""
+    S = S.to(torch.float32)
+    kept = S[keep]
+    zero = torch.zeros((), dtype=S.dtype, device=S.device)
+    if mode == "none":
+        return zero, torch.ones((), dtype=S.dtype, device=S.device)
+    if mode == "paper":
+        return zero, sample_std(kept) + eps
+    if mode == "trl":
+        shift = kept.mean() if kept.numel() else zero
+        return shift, sample_std(kept) + eps
+    if mode == "verl":
+        token_mask = mask & keep.unsqueeze(1)
+        values = S.unsqueeze(1).expand_as(mask)
+        return masked_mean(values, token_mask), torch.sqrt(masked_var(values, token_mask) + eps)
+    raise ValueError(f"unknown rescale mode {mode!r}; known: {RESCALE_MODES}")
+
+
+def finish(token_S: Tensor, agg: Aggregate, mask: Tensor, config: AggregateConfig) -> Tensor:
+    """Apply the batch rescale (from the uniform S) and the response scale to token-level S_t."""
+    shift, scale = rescale_affine(agg.uniform, agg.keep, mask, config.rescale, config.effective_rescale_eps)
+    adv = (token_S - shift) / scale * agg.response_scale.to(token_S.dtype).unsqueeze(1)
+    return torch.where(mask, adv, torch.zeros_like(adv))
+
+
+class Reweighter(Algorithm):
+    """A response-level method: rewards -> :class:`Aggregate` -> one advantage per response.
+
+    Subclasses implement :meth:`aggregate`. MRTPO composes with any reweighter by weighting each
+    column of ``contributions`` per token (``mrtpo+<name>``).
+    """
+
+    config_class = AggregateConfig
+
+    @abstractmethod
+    def aggregate(self, batch: RolloutBatch) -> Aggregate:
+        """Per-reward contributions, response scale and kept responses for this batch."""
+
+    def group_advantages(self, batch: RolloutBatch) -> Tensor:
+        """A_k of Eq. 1 (0 for NaN rewards, constant rewards and groups of one)."""
+        return group_standardise(batch.rewards, batch.group_ids, self.config.eps)
+
+    def response_advantages(self, batch: RolloutBatch) -> Tensor:
+        """[B]: the rescaled response-level advantage (before broadcasting to tokens)."""
+        agg = self.aggregate(batch)
+        ones = torch.ones(batch.num_responses, 1, dtype=torch.bool, device=batch.rewards.device)
+        return finish(agg.uniform.to(torch.float32).unsqueeze(1), agg, ones, self.config).squeeze(1)
+
+    def token_advantages(self, batch: RolloutBatch) -> Tensor:
+        agg = self.aggregate(batch)
+        token_S = broadcast_to_tokens(agg.uniform, batch.response_mask)
+        return finish(token_S, agg, batch.response_mask, self.config)
+
+    def reward_weights(self, batch: RolloutBatch) -> Tensor | None:
+        """The per-reward weights c_k this method uses on this batch, when it has them (for logs)."""
+        return None
+
+    def metrics(self, batch: RolloutBatch) -> dict[str, float]:
+        agg = self.aggregate(batch)
+        adv = self.token_advantages(batch)
+        shift, scale = rescale_affine(agg.uniform, agg.keep, batch.response_mask, self.config.rescale,
+                                      self.config.effective_rescale_eps)
+        out = {
+            "adv_abs_mean": finite_or_nan(masked_mean(adv.abs(), batch.response_mask)),
+            "uniform_abs_mean": finite_or_nan(agg.uniform.abs().mean()) if agg.uniform.numel() else 0.0,
+            "rescale_shift": finite_or_nan(shift),
+            "rescale_scale": finite_or_nan(scale),
+            "kept_fraction": finite_or_nan(agg.keep.float().mean()) if agg.keep.numel() else 0.0,
+        }
+        weights = self.reward_weights(batch)
+        if weights is not None:
+            out.update({f"reward_weight_{k}": finite_or_nan(w) for k, w in enumerate(weights.tolist())})
+        return out
+
+
+@dataclass
+class GDPOConfig(AggregateConfig):
+    """GDPO: ``weights`` = c_k per reward column (None = all 1)."""
+
+    weights: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.weights is not None:
+            self.weights = tuple(float(w) for w in self.weights)
+
+
+def column_weights(weights: tuple[float, ...] | None, K: int, like: Tensor) -> Tensor:
+    """The configured c_k as a tensor [K] (all ones when None); a length mismatch is an error."""
+    if weights is None:
+        return torch.ones(K, dtype=torch.float32, device=like.device)
+    if len(weights) != K:
+        raise ValueError(f"weights has {len(weights)} entries but the batch has K={K} rewards")
+    return torch.tensor(weights, dtype=torch.float32, device=like.device)
+
+
+class GDPO(Reweighter):
+    """GDPO: per-reward group z-scores, weighted sum, batch rescale (paper Eq. 2).
+
+    A_k^{(j)} = (r_k^{(j)} - mu_k) / (sigma_k + eps); S^{(j)} = sum_k c_k A_k^{(j)};
+    token advantage = rescale(S^{(j)}) on every valid token (default S / (std_B(S) + eps)).
+    """
+
+    name = "gdpo"
+    config_class = GDPOConfig
+
+    def aggregate(self, batch: RolloutBatch) -> Aggregate:
+        A = self.group_advantages(batch).to(torch.float32)
+        c = column_weights(self.config.weights, batch.num_rewards, A)
+        B = batch.num_responses
+        return Aggregate(A * c, torch.ones(B, device=A.device), torch.ones(B, dtype=torch.bool, device=A.device))
+
+    def reward_weights(self, batch: RolloutBatch) -> Tensor | None:
+        return column_weights(self.config.weights, batch.num_rewards, batch.rewards)
+

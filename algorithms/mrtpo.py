@@ -1,0 +1,245 @@
+"""MRTPO: each reward's group advantage goes mainly to the tokens relevant to that reward.
+
+Inputs: the per-reward contributions C_k^{(j)} of a response-level aggregator (GDPO by default,
+so C_k = A_k of Eq. 1; ``mrtpo+saw`` uses SAW's c_k A_k, and so on) and the relevance
+q_{k,t} in [0,1] that the replay engine computed (paper Eq. 5, ``batch.relevance[B,K,T]``).
+
+1. Weights (Eq. 6): w_{k,t} = (1 - beta_n) + beta_n * q_{k,t} / qbar_k, where qbar_k is the mean
+   of q_{k,.} over the response's VALID tokens, so the weights average to exactly 1 over them.
+   A (response, reward) whose relevance row is NaN on any valid token (not replayed), or whose
+   q is all zero, keeps the uniform weight 1. Negative q is clamped to 0.
+2. Warm-up (App. D): beta_n = beta * (3u^2 - 2u^3), u = min(n / N, 1); N = ``warmup_steps``.
+3. Per-token sum (Eq. 7): S_t = sum_k C_k w_{k,t} = S + R_t with S = sum_k C_k (the uniform
+   advantage) and R_t = sum_k C_k (w_{k,t} - 1), which has zero mean over each response.
+4. Bound (Eq. 8), over the batch's valid tokens:
+   s = min(1, sqrt(sum_j T_j S_j^2 / sum_{j,t} R_{j,t}^2)) (s = 1 when R is 0 everywhere),
+   S_t = S + s R_t. Keeps each response's mean advantage; the reallocated part's second moment
+   s^2 sum R^2 is at most sum_j T_j S_j^2.
+5. The aggregator's batch rescale, with (shift, scale) computed from the UNIFORM S exactly as
+   GDPO does (Eq. 7 divides by std_B(S)), so beta = 0 reproduces the aggregator bit for bit.
+
+Ablations: ``mrtpo-joint`` uses one relevance profile q_t (``batch.joint_relevance[B,T]``, all
+blocks replayed together) on the summed advantage: S_t = S w_t. ``mrtpo-shuffled`` permutes each
+response's weights among its valid tokens (one permutation per response, shared by its rewards;
+torch generator seeded with seed * 1_000_003 + step), keeping each weight distribution and the
+bound scale but destroying the alignment with tokens.
+
+Backend hooks: ``needs_replay(step)`` is False while beta_n = 0 (the replay may be skipped and
+``relevance`` left None); :func:`algorithms.base.rewards_varying_in_group` says which
+(response, reward) pairs need a replay at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from algorithms.base import (
+    Algorithm,
+    ConfigError,
+    ReplayRequest,
+    RolloutBatch,
+    check,
+    finite_or_nan,
+    masked_mean,
+    rewards_varying_in_group,
+    warmup_factor,
+)
+from algorithms.gdpo import GDPO, Aggregate, Reweighter, finish
+
+
+@dataclass
+class MRTPOConfig:
+    """beta: share of each advantage that follows relevance, in [0, 1) (paper: 0.5).
+    warmup_steps: N of the smoothstep warm-up (paper: 10; 0 = none). bound: Eq. 8 on/off."""
+
+    beta: float = 0.5
+    warmup_steps: int = 10
+    bound: bool = True
+
+    def __post_init__(self) -> None:
+        check(0.0 <= self.beta < 1.0, f"beta must be in [0, 1), got {self.beta}")
+        check(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
+
+
+@dataclass
+class MRTPOShuffledConfig(MRTPOConfig):
+    """seed: base seed of the per-step permutations."""
+
+    seed: int = 0
+
+
+def relevance_weights(q: Tensor, mask: Tensor, beta: float) -> tuple[Tensor, Tensor]:
+    """Eq. 6 weights w[B,K,T] (1 off the valid tokens) and has_relevance[B,K].
+
+    q[B,K,T] relevance; mask[B,T] valid tokens. See the module docstring for NaN and zero rows.
+    """
+    valid = mask.unsqueeze(1).expand_as(q)
+    q = q.to(torch.float32)
+    nan_row = (torch.isnan(q) & valid).any(dim=-1)
+    q0 = torch.where(valid & ~torch.isnan(q), q.clamp_min(0.0), torch.zeros_like(q))
+    n = valid.sum(dim=-1).to(torch.float32)
+    qbar = q0.sum(dim=-1) / n.clamp_min(1)
+    has = ~nan_row & (qbar > 0)
+    w = (1.0 - beta) + beta * q0 / qbar.clamp_min(1e-30).unsqueeze(-1)
+    w = torch.where(has.unsqueeze(-1) & valid, w, torch.ones_like(w))
+    return w, has
+
+
+def reallocate(contrib: Tensor, w: Tensor, mask: Tensor, bound: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """Eq. 7-8: returns (S_t[B,T] = S + s R_t on valid tokens, 0 elsewhere; s; R[B,T])."""
+    S = contrib.to(torch.float32).sum(dim=1)
+    R = (contrib.to(torch.float32).unsqueeze(-1) * (w - 1.0)).sum(dim=1)
+    R = torch.where(mask, R, torch.zeros_like(R))
+    den = (R * R).sum()
+    one = torch.ones((), dtype=R.dtype, device=R.device)
+    if bound and float(den) > 0:
+        num = (mask.sum(dim=1).to(torch.float32) * S * S).sum()
+        s = torch.minimum(one, torch.sqrt(num / den))
+    else:
+        s = one
+    token_S = torch.where(mask, S.unsqueeze(1) + s * R, torch.zeros_like(R))
+    return token_S, s, R
+
+
+def shuffle_within_valid(w: Tensor, mask: Tensor, generator: torch.Generator) -> Tensor:
+    """Permute w[B,K,T] along T among each response's valid tokens (same permutation for all k)."""
+    B, T = mask.shape
+    ar = torch.arange(T, dtype=torch.float32).expand(B, T)
+    m = mask.cpu()
+    in_order = torch.argsort(torch.where(m, ar, ar + T), dim=1)
+    keys = torch.rand(B, T, generator=generator)
+    shuffled = torch.argsort(torch.where(m, keys, 2.0 + ar), dim=1)
+    source = torch.empty_like(in_order).scatter_(1, in_order, shuffled).to(w.device)
+    return w.gather(2, source.unsqueeze(1).expand_as(w))
+
+
+class MRTPO(Algorithm):
+    """MRTPO: per-reward token weights from replay relevance (Eq. 6-8) on GDPO's advantages."""
+
+    name = "mrtpo"
+    replay_request = ReplayRequest.LEAVE_ONE_OUT
+    config_class = MRTPOConfig
+    aggregator_class: type[Reweighter] = GDPO
+
+    def __init__(self, **config: Any):
+        own = {f.name for f in dataclasses.fields(self.config_class)}
+        theirs = {f.name for f in dataclasses.fields(self.aggregator_class.config_class)}
+        unknown = sorted(set(config) - own - theirs)
+        if unknown:
+            raise ConfigError(f"algorithm {self.name!r}: unknown config key(s) {unknown}; accepted keys: "
+                              f"{', '.join(sorted(own))} (token weighting), "
+                              f"{', '.join(sorted(theirs))} ({self.aggregator_class.name} aggregation)")
+        self.config = self.config_class(**{k: v for k, v in config.items() if k in own})
+        self.aggregator = self.aggregator_class(**{k: v for k, v in config.items() if k in theirs})
+
+    def config_dict(self) -> dict[str, Any]:
+        return {**self.aggregator.config_dict(), **dataclasses.asdict(self.config)}
+
+    def effective_beta(self, step: int) -> float:
+        """beta_n = beta * smoothstep(min(n / N, 1))."""
+        return self.config.beta * warmup_factor(step, self.config.warmup_steps)
+
+    def needs_replay(self, step: int) -> bool:
+        return self.effective_beta(step) > 0.0
+
+    # -- the pieces subclasses change -------------------------------------------------------------
+    def token_weights(self, batch: RolloutBatch, agg: Aggregate, beta: float) -> tuple[Tensor, Tensor, Tensor]:
+        """(contributions[B,K'], weights[B,K',T], has_relevance[B,K'])."""
+        if batch.relevance is None:
+            raise ValueError(f"{self.name} at step {batch.step} (beta_n={beta:.4g}) needs batch.relevance "
+                             f"[B,K,T] from a leave-one-out replay; got None")
+        w, has = relevance_weights(batch.relevance, batch.response_mask, beta)
+        return agg.contributions, w, has
+
+    # -- the shared computation -------------------------------------------------------------------
+    def compute(self, batch: RolloutBatch) -> dict[str, Any]:
+        """Token advantages plus the intermediate quantities the metrics report."""
+        agg = self.aggregator.aggregate(batch)
+        beta = self.effective_beta(batch.step)
+        mask = batch.response_mask
+        if beta == 0.0:
+            contrib = agg.contributions
+            w = torch.ones(*contrib.shape, mask.shape[1], device=contrib.device)
+            has = torch.zeros(contrib.shape, dtype=torch.bool, device=contrib.device)
+        else:
+            contrib, w, has = self.token_weights(batch, agg, beta)
+        token_S, s, R = reallocate(contrib, w, mask, self.config.bound)
+        adv = finish(token_S, agg, mask, self.aggregator.config)
+        return {"adv": adv, "beta": beta, "s": s, "R": R, "agg": agg, "has": has}
+
+    def token_advantages(self, batch: RolloutBatch) -> Tensor:
+        return self.compute(batch)["adv"]
+
+    def metrics(self, batch: RolloutBatch) -> dict[str, float]:
+        out = self.compute(batch)
+        mask = batch.response_mask
+        S = out["agg"].uniform
+        uniform_sq = (mask.sum(1).float() * S * S).sum()
+        realloc_sq = (out["R"] ** 2).sum() * out["s"] ** 2
+        if batch.relevance is not None and batch.relevance.shape[1] == out["has"].shape[1]:
+            varying = rewards_varying_in_group(batch.rewards, batch.group_ids)
+            coverage = (out["has"] & varying).sum() / varying.sum().clamp_min(1)
+        else:
+            coverage = torch.zeros(())
+        return {
+            "beta_eff": out["beta"],
+            "bound_scale": finite_or_nan(out["s"]),
+            "realloc_ratio": finite_or_nan(torch.sqrt(realloc_sq / uniform_sq)) if float(uniform_sq) > 0 else 0.0,
+            "relevance_coverage": finite_or_nan(coverage),
+            "adv_abs_mean": finite_or_nan(masked_mean(out["adv"].abs(), mask)),
+            "uniform_abs_mean": finite_or_nan(S.abs().mean()) if S.numel() else 0.0,
+        }
+
+
+class MRTPOJoint(MRTPO):
+    """mrtpo-joint (ablation): one relevance profile from replaying all blocks together, applied
+    to the summed advantage: w_t = (1 - beta_n) + beta_n q_t / qbar, S_t = S w_t, then Eq. 8."""
+
+    name = "mrtpo-joint"
+    replay_request = ReplayRequest.JOINT
+
+    def token_weights(self, batch: RolloutBatch, agg: Aggregate, beta: float) -> tuple[Tensor, Tensor, Tensor]:
+        if batch.joint_relevance is None:
+            raise ValueError(f"{self.name} at step {batch.step} needs batch.joint_relevance [B,T]; got None")
+        w, has = relevance_weights(batch.joint_relevance.unsqueeze(1), batch.response_mask, beta)
+        return agg.uniform.unsqueeze(1), w, has
+
+
+class MRTPOShuffled(MRTPO):
+    """mrtpo-shuffled (ablation): MRTPO's weights permuted among each response's valid tokens."""
+
+    name = "mrtpo-shuffled"
+    config_class = MRTPOShuffledConfig
+
+    def token_weights(self, batch: RolloutBatch, agg: Aggregate, beta: float) -> tuple[Tensor, Tensor, Tensor]:
+        contrib, w, has = super().token_weights(batch, agg, beta)
+        gen = torch.Generator().manual_seed(self.config.seed * 1_000_003 + batch.step)
+        return contrib, shuffle_within_valid(w, batch.response_mask, gen), has
+
+
+def compose(reweighter: type[Reweighter]) -> type[MRTPO]:
+    """The class of ``mrtpo+<reweighter.name>``: the reweighter's contributions, MRTPO's tokens."""
+    doc = (f"MRTPO on {reweighter.name.upper()}'s per-reward contributions "
+           f"({reweighter.name}'s weights applied to A_k before the token weighting)")
+    return type(f"MRTPO_{reweighter.__name__}", (MRTPO,),
+                {"name": f"mrtpo+{reweighter.name}", "aggregator_class": reweighter, "__doc__": doc})
+
+
+def _composites() -> dict[str, type[MRTPO]]:
+    from algorithms import reweight
+
+    return {cls.__name__: compose(cls) for cls in (reweight.SAW, reweight.DARA, reweight.DVAO,
+                                                    reweight.GD2PO, reweight.SAMRPO)}
+
+
+_COMPOSITES = _composites()
+MRTPO_SAW = _COMPOSITES["SAW"]
+MRTPO_DARA = _COMPOSITES["DARA"]
+MRTPO_DVAO = _COMPOSITES["DVAO"]
+MRTPO_GD2PO = _COMPOSITES["GD2PO"]
+MRTPO_SAMRPO = _COMPOSITES["SAMRPO"]

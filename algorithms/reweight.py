@@ -1,0 +1,263 @@
+"""Response-level reweighters on top of GDPO (paper Table 8): SAW, DARA, DVAO, GD2PO, SA-MRPO.
+
+Each one only changes how the per-reward group advantages are combined into one advantage per
+response (an :class:`~algorithms.gdpo.Aggregate`); every token of a response then shares it.
+All compose with MRTPO (``mrtpo+saw`` ...): MRTPO weights each reward's contribution per token.
+Reward columns are compared across the batch, which assumes column k means the same reward in
+every prompt (true for text2sql and toolcall; not for instruction following, where the paper
+does not apply reweighting). Statistics that decide weights are computed without gradients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from algorithms.base import RolloutBatch, check, dense_groups, rewards_varying_in_group
+from algorithms.gdpo import Aggregate, AggregateConfig, Reweighter
+
+
+def _ones(batch: RolloutBatch) -> tuple[Tensor, Tensor]:
+    B, dev = batch.num_responses, batch.rewards.device
+    return torch.ones(B, device=dev), torch.ones(B, dtype=torch.bool, device=dev)
+
+
+def column_stats(rewards: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Per column over non-NaN entries: (count[K], mean[K], sample std[K]; 0 when count < 2)."""
+    valid = ~torch.isnan(rewards)
+    r0 = torch.where(valid, rewards, torch.zeros_like(rewards))
+    count = valid.sum(0).to(rewards.dtype)
+    mean = r0.sum(0) / count.clamp_min(1)
+    ss = (torch.where(valid, rewards - mean, torch.zeros_like(rewards)) ** 2).sum(0)
+    std = torch.where(count >= 2, torch.sqrt(ss / (count - 1).clamp_min(1)), torch.zeros_like(ss))
+    return count, mean, std
+
+
+# ---------------------------------------------------------------------------------------------- SAW
+
+
+@dataclass
+class SAWConfig(AggregateConfig):
+    """cv_shift: per-reward constant added before the CV (the public code shifts a [-3,3]
+    correctness reward by +3); None = no shift. cv_eps: 1e-8 in both CV and normalisation."""
+
+    cv_shift: tuple[float, ...] | None = None
+    cv_eps: float = 1e-8
+
+
+class SAW(Reweighter):
+    """SAW (stage-aware weighting): c_k from each reward's coefficient of variation in the batch.
+
+    CV_k = std_B(r_k + shift_k) / (|mean_B(r_k + shift_k)| + 1e-8) with the SAMPLE std over the
+    batch's responses where r_k is not NaN (CV 0 with fewer than two); with K' the number of reward
+    columns present in the batch, c_k = K' * CV_k / (sum_k CV_k + 1e-8), so the weights sum to K'
+    (paper App. B: three weights sum to three); if every CV is 0, c_k = 1. Then S = sum_k c_k A_k
+    and the GDPO batch rescale.
+    """
+
+    name = "saw"
+    config_class = SAWConfig
+
+    def reward_weights(self, batch: RolloutBatch) -> Tensor:
+        r = batch.rewards.detach().to(torch.float32)
+        if self.config.cv_shift is not None:
+            if len(self.config.cv_shift) != r.shape[1]:
+                raise ValueError(f"cv_shift has {len(self.config.cv_shift)} entries, batch has K={r.shape[1]}")
+            r = r + torch.tensor(self.config.cv_shift, dtype=r.dtype, device=r.device)
+        count, mean, std = column_stats(r)
+        cv = std / (mean.abs() + self.config.cv_eps)
+        present = float((count > 0).sum())
+        total = cv.sum()
+        if float(total) == 0.0:
+            return torch.ones_like(cv)
+        return present * cv / (total + self.config.cv_eps)
+
+    def aggregate(self, batch: RolloutBatch) -> Aggregate:
+        A = self.group_advantages(batch).to(torch.float32)
+        return Aggregate(A * self.reward_weights(batch), *_ones(batch))
+
+
+# ---------------------------------------------------------------------------------------------- DARA
+
+
+@dataclass
+class DARAConfig(AggregateConfig):
+    """cap: the largest boost lambda_k of a sparse reward's positive advantages."""
+
+    cap: float = 3.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(self.cap >= 1.0, f"cap must be >= 1, got {self.cap}")
+
+
+class DARA(Reweighter):
+    """DARA (density-aware aggregation): boost the positive advantages of sparse rewards.
+
+    Density d_k = (groups in which reward k varies) / (groups in which reward k is present).
+    Decision (the source gives only "larger, capped"): lambda_k = min(cap, max_k' d_k' / d_k), so
+    the densest reward keeps 1 and a reward varying in half as many groups gets 2; lambda_k = 1 if
+    d_k = 0 (its advantages are 0 anyway). Contribution: A_k + (lambda_k - 1) * max(A_k, 0).
+    """
+
+    name = "dara"
+    config_class = DARAConfig
+
+    def densities(self, batch: RolloutBatch) -> Tensor:
+        idx, G = dense_groups(batch.group_ids)
+        K = batch.num_rewards
+        present = ~torch.isnan(batch.rewards)
+        varying = rewards_varying_in_group(batch.rewards, batch.group_ids)
+        index = idx.unsqueeze(1).expand(-1, K)
+        dev = batch.rewards.device
+        g_present = torch.zeros(G, K, device=dev).scatter_reduce(0, index, present.float(), reduce="amax")
+        g_varying = torch.zeros(G, K, device=dev).scatter_reduce(0, index, varying.float(), reduce="amax")
+        return g_varying.sum(0) / g_present.sum(0).clamp_min(1)
+
+    def reward_weights(self, batch: RolloutBatch) -> Tensor:
+        """lambda_k (the boost of positive advantages)."""
+        d = self.densities(batch)
+        dmax = d.max() if d.numel() else torch.zeros(())
+        lam = torch.where(d > 0, (dmax / d.clamp_min(1e-12)).clamp(max=self.config.cap), torch.ones_like(d))
+        return lam
+
+    def aggregate(self, batch: RolloutBatch) -> Aggregate:
+        A = self.group_advantages(batch).to(torch.float32)
+        lam = self.reward_weights(batch)
+        return Aggregate(A + (lam - 1.0) * A.clamp_min(0.0), *_ones(batch))
+
+
+# ---------------------------------------------------------------------------------------------- DVAO
+
+
+@dataclass
+class DVAOConfig(AggregateConfig):
+    """DVAO uses eps 1e-8 and no batch rescale by default."""
+
+    eps: float = 1e-8
+    rescale: str = "none"
+
+
+class DVAO(Reweighter):
+    """DVAO: one variance-weighted ratio per group instead of per-reward z-scores.
+
+    Per group g and reward k (over responses where r_k is not NaN): mu_gk and the POPULATION
+    std sigma_gk; weights w_gk = sigma_gk / sum_k' sigma_gk' (within-group std normalised across
+    rewards); A^{(j)} = sum_k w_gk (r_k^{(j)} - mu_gk) / (sum_k w_gk sigma_gk + eps).
+    Contribution of reward k: w_gk (r_k - mu_gk) / (sum_k' w_gk' sigma_gk' + eps). A group where
+    no reward varies gets 0. Default: no batch rescale.
+    """
+
+    name = "dvao"
+    config_class = DVAOConfig
+
+    def aggregate(self, batch: RolloutBatch) -> Aggregate:
+        r = batch.rewards.to(torch.float32)
+        idx, G = dense_groups(batch.group_ids)
+        K = r.shape[1]
+        valid = ~torch.isnan(r)
+        r0 = torch.where(valid, r, torch.zeros_like(r))
+        index = idx.unsqueeze(1).expand(-1, K)
+        count = torch.zeros(G, K, device=r.device).scatter_add_(0, index, valid.float())
+        mean = torch.zeros(G, K, device=r.device).scatter_add_(0, index, r0) / count.clamp_min(1)
+        dev = torch.where(valid, r0 - mean[idx], torch.zeros_like(r))
+        sigma = torch.sqrt(torch.zeros(G, K, device=r.device).scatter_add_(0, index, dev * dev)
+                           / count.clamp_min(1))
+        total_sigma = sigma.sum(1, keepdim=True)
+        w = torch.where(total_sigma > 0, sigma / total_sigma.clamp_min(1e-30), torch.zeros_like(sigma))
+        denom = (w * sigma).sum(1, keepdim=True) + self.config.eps
+        contrib = w[idx] * dev / denom[idx]
+        contrib = torch.where((total_sigma > 0)[idx].expand_as(contrib), contrib, torch.zeros_like(contrib))
+        return Aggregate(contrib, *_ones(batch))
+
+
+# ---------------------------------------------------------------------------------------------- GD2PO
+
+
+@dataclass
+class GD2POConfig(AggregateConfig):
+    """sign_tol: |A_k| <= sign_tol counts as no sign. Default rescale: whitening over the kept
+    responses ("trl": (S - mean) / (std + 1e-4))."""
+
+    rescale: str = "trl"
+    sign_tol: float = 0.0
+
+
+class GD2PO(Reweighter):
+    """GD2PO: drop responses whose per-reward advantages disagree in sign.
+
+    A response is dropped when it has some A_k > tol and some A_k < -tol. S = sum_k A_k over the
+    kept responses, whitened over the kept responses (default "trl" rescale); each kept
+    response's advantage is multiplied by its group's share of kept responses (kept_g / n_g),
+    which equals scaling that prompt's clipped surrogate (it is positively homogeneous in A).
+    Dropped responses get 0.
+    """
+
+    name = "gd2po"
+    config_class = GD2POConfig
+
+    def aggregate(self, batch: RolloutBatch) -> Aggregate:
+        A = self.group_advantages(batch).to(torch.float32)
+        tol = self.config.sign_tol
+        conflict = (A > tol).any(1) & (A < -tol).any(1)
+        keep = ~conflict
+        idx, G = dense_groups(batch.group_ids)
+        dev = A.device
+        n = torch.zeros(G, device=dev).scatter_add_(0, idx, torch.ones_like(idx, dtype=torch.float32))
+        kept = torch.zeros(G, device=dev).scatter_add_(0, idx, keep.float())
+        share = (kept / n.clamp_min(1))[idx]
+        scale = torch.where(keep, share, torch.zeros_like(share))
+        return Aggregate(A * keep.unsqueeze(1).float(), scale, keep)
+
+
+# ---------------------------------------------------------------------------------------------- SA-MRPO
+
+
+@dataclass
+class SAMRPOConfig(AggregateConfig):
+    """alpha: the largest discount (a saturated reward keeps weight 1 - alpha).
+    low / high: per-reward ranges for the saturation; None = the batch's observed min / max."""
+
+    alpha: float = 0.5
+    low: tuple[float, ...] | None = None
+    high: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(0.0 <= self.alpha <= 1.0, f"alpha must be in [0, 1], got {self.alpha}")
+        check((self.low is None) == (self.high is None), "low and high must be given together")
+
+
+class SAMRPO(Reweighter):
+    """SA-MRPO (saturation-aware): discount each reward by how saturated it is in the batch.
+
+    No public code; our definition: sat_k = clip((mean_B(r_k) - low_k) / (high_k - low_k), 0, 1)
+    (0 when high_k == low_k), c_k = 1 - alpha * sat_k, S = sum_k c_k A_k, GDPO batch rescale.
+    A reward most responses already earn gets less weight than one still being learnt.
+    """
+
+    name = "sa-mrpo"
+    config_class = SAMRPOConfig
+
+    def reward_weights(self, batch: RolloutBatch) -> Tensor:
+        r = batch.rewards.detach().to(torch.float32)
+        K = r.shape[1]
+        _, mean, _ = column_stats(r)
+        if self.config.low is not None:
+            if len(self.config.low) != K or len(self.config.high) != K:
+                raise ValueError(f"low/high must have K={K} entries")
+            lo = torch.tensor(self.config.low, device=r.device)
+            hi = torch.tensor(self.config.high, device=r.device)
+        else:
+            big = torch.finfo(r.dtype).max
+            hi = torch.where(torch.isnan(r), torch.full_like(r, -big), r).amax(0)
+            lo = torch.where(torch.isnan(r), torch.full_like(r, big), r).amin(0)
+        span = hi - lo
+        sat = torch.where(span > 0, ((mean - lo) / span.clamp_min(1e-30)).clamp(0, 1), torch.zeros_like(mean))
+        return 1.0 - self.config.alpha * sat
+
+    def aggregate(self, batch: RolloutBatch) -> Aggregate:
+        A = self.group_advantages(batch).to(torch.float32)
+        return Aggregate(A * self.reward_weights(batch), *_ones(batch))
