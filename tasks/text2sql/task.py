@@ -1,0 +1,203 @@
+"""The text-to-SQL task (paper Section 5.1): Spider training, three binary rewards, SQLite sandbox.
+
+``Text2SQLTask().load(split, data_dir, limit, seed)`` reads the official layouts
+(:mod:`tasks.text2sql.data`; ``split`` is ``train``/``dev``/``test`` or a benchmark name such as
+``spider-syn`` or ``bird-dev``). There is no built-in data: ``data_dir=None`` raises an error
+saying where to point it.
+
+Training preparation (``split`` in ``filter_splits``, by default only ``train``) drops, and counts
+in :attr:`Text2SQLTask.last_load_report`:
+
+- questions whose database file is absent (``missing_database``);
+- questions whose reference query fails to run in the sandbox (``reference_failed``; the paper
+  drops 3 of Spider train);
+- questions whose prompt is longer than ``max_prompt_tokens`` (4,096; the paper drops 82).
+  Tokens are counted with ``tokenizer`` when one is set (its chat template when it has one, else
+  ``encode`` of the joined messages); otherwise approximated as ``ceil(characters / 3.0)``, a
+  conservative estimate for SQL schemas under BPE tokenizers (identifiers and punctuation split
+  into short pieces).
+
+Other splits keep every question; those on absent databases are kept with ``meta["db_path"] =
+None`` and ``meta["skip_reason"]`` (benchmark evaluators report them as skipped).
+
+With ``limit``, the questions are shuffled with ``seed`` and the first ``limit`` that pass the
+filters are kept (in shuffled order); without it, file order is kept and ``seed`` is unused.
+
+``Example.meta`` holds: ``db_path``, ``db_id``, ``query`` (reference), ``question``, ``evidence``
+(BIRD), ``benchmark``, ``match`` (execution-match semantics), ``source``/``row``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+from typing import Any, Sequence
+
+from tasks.base import DataError, Example, Message, RewardSpec, Task, Verdict
+from tasks.text2sql import templates
+from tasks.text2sql.data import Record, load_records, resolve_layout
+from tasks.text2sql.sandbox import Sandbox, SandboxLimits
+from tasks.text2sql.schema import schema_from_database, schema_from_tables_entry
+from tasks.text2sql.sqltext import normalize_for_match
+from tasks.text2sql.verify import REWARD_NAMES, ReferenceCache, score_response
+
+log = logging.getLogger(__name__)
+
+CHARS_PER_TOKEN = 3.0
+
+
+class Text2SQLTask(Task):
+    """Text-to-SQL with rewards ``format``, ``executable``, ``execution`` (each {0,1})."""
+
+    name = "text2sql"
+    version = "1"
+    format_reward = "format"
+    block_order = tuple(REWARD_NAMES)  # the paper gives no other order for this task
+
+    def __init__(self, max_prompt_tokens: int = 4096, sample_rows: int = 0, tokenizer: Any = None,
+                 limits: SandboxLimits | None = None, filter_splits: Sequence[str] = ("train",)) -> None:
+        self.max_prompt_tokens = max_prompt_tokens
+        self.sample_rows = sample_rows
+        self.tokenizer = tokenizer
+        self.filter_splits = tuple(filter_splits)
+        self.sandbox = Sandbox(limits)
+        self.reference_cache = ReferenceCache(self.sandbox)
+        self.last_load_report: dict[str, Any] = {}
+
+    # -- prompts --------------------------------------------------------------------------
+    def schema_text(self, db_path: str | None, tables_entry: dict[str, Any] | None) -> str:
+        if db_path:
+            return schema_from_database(db_path, self.sample_rows)
+        if tables_entry:
+            return schema_from_tables_entry(tables_entry)
+        return "(schema unavailable: the database is missing)"
+
+    def messages_for(self, record: Record) -> list[Message]:
+        schema = self.schema_text(record.db_path, record.tables_entry)
+        return templates.render_messages(schema, record.question, record.evidence or None)
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """Prompt length in tokens (see the module docstring for the rule without a tokenizer)."""
+        tok = self.tokenizer
+        if tok is not None:
+            if getattr(tok, "chat_template", None):
+                ids = tok.apply_chat_template(list(messages), tokenize=True, add_generation_prompt=True)
+                if isinstance(ids, dict) or hasattr(ids, "keys"):
+                    ids = ids["input_ids"]
+                return len(ids)
+            return len(tok.encode("\n\n".join(m["content"] for m in messages)))
+        return math.ceil(sum(len(m["content"]) for m in messages) / CHARS_PER_TOKEN)
+
+    def example_from_record(self, record: Record) -> Example:
+        meta: dict[str, Any] = {
+            "db_path": record.db_path, "db_id": record.db_id, "query": record.query,
+            "question": record.question, "evidence": record.evidence, "benchmark": record.benchmark,
+            "category": record.category, "match": "bird" if record.benchmark.startswith("bird") else "spider",
+            "source": record.source, "row": record.row,
+        }
+        if record.skip_reason:
+            meta["skip_reason"] = record.skip_reason
+        return Example(id=record.id, messages=self.messages_for(record), reward_names=list(REWARD_NAMES),
+                       meta=meta)
+
+    # -- data -----------------------------------------------------------------------------
+    def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
+             seed: int = 0) -> list[Example]:
+        layout = resolve_layout(split)
+        records = load_records(layout.name, data_dir)
+        if limit is not None:
+            records = list(records)
+            random.Random(seed).shuffle(records)
+        filtering = split in self.filter_splits or layout.name in self.filter_splits
+        report: dict[str, Any] = {"split": layout.name, "questions": len(records), "missing_database": 0,
+                                  "reference_failed": 0, "too_long": 0, "filtered": filtering,
+                                  "max_prompt_tokens": self.max_prompt_tokens,
+                                  "token_count": "tokenizer" if self.tokenizer is not None
+                                  else f"approx: ceil(chars / {CHARS_PER_TOKEN})",
+                                  "dropped_ids": {"missing_database": [], "reference_failed": [], "too_long": []}}
+        examples: list[Example] = []
+        for rec in records:
+            if limit is not None and len(examples) >= limit:
+                break
+            if filtering:
+                reason = self._drop_reason(rec)
+                if reason:
+                    report[reason] += 1
+                    report["dropped_ids"][reason].append(rec.id)
+                    continue
+            examples.append(self.example_from_record(rec))
+        report["kept"] = len(examples)
+        report["skipped_missing_database"] = sum(1 for e in examples if e.meta.get("skip_reason"))
+        self.last_load_report = report
+        log.info("text2sql %s: %d kept; dropped %d (missing database), %d (reference fails), %d (prompt > %d "
+                 "tokens)", layout.name, len(examples), report["missing_database"], report["reference_failed"],
+                 report["too_long"], self.max_prompt_tokens)
+        return examples
+
+    def _drop_reason(self, rec: Record) -> str:
+        if rec.db_path is None:
+            return "missing_database"
+        if not self.reference_cache.get(rec.db_path, normalize_for_match(rec.query)).ok:
+            return "reference_failed"
+        if self.count_tokens(self.messages_for(rec)) > self.max_prompt_tokens:
+            return "too_long"
+        return ""
+
+    def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None) -> Example:
+        """A scoring example from a dataset row (``db_id``, ``question``, ``query``; BIRD's ``SQL`` and
+        ``evidence`` are accepted). The database is looked up under ``data_dir`` (Spider, Spider-DK and
+        BIRD database folders, or ``data_dir/<db_id>/<db_id>.sqlite``); an absent one is a DataError."""
+        if not isinstance(row, dict):
+            raise DataError("expected a JSON object", path=where or None)
+        db_id, question = row.get("db_id"), row.get("question") or row.get("SpiderSynQuestion")
+        query = row.get("query") if row.get("query") is not None else row.get("SQL")
+        for key, value in (("db_id", db_id), ("question", question), ("query", query)):
+            if not isinstance(value, str) or not value.strip():
+                raise DataError(f"missing or empty string field {key!r}", path=where or None)
+        if not data_dir:
+            raise DataError("text2sql rows need the dataset root: pass --data-dir (the folder holding "
+                            "spider/database/...)", path=where or None)
+        db_path = find_database(data_dir, db_id)
+        if db_path is None:
+            raise DataError(f"database {db_id!r} not found under {data_dir} (looked for <dir>/{db_id}/{db_id}.sqlite "
+                            f"in {', '.join(DB_DIRS)} and the root)", path=where or None)
+        is_bird = "SQL" in row and "query" not in row
+        rec = Record(id=str(row.get("id", row.get("question_id", ""))), benchmark="bird" if is_bird else "spider",
+                     db_id=db_id, question=question, query=query, evidence=str(row.get("evidence") or ""),
+                     db_path=db_path, source=where)
+        return self.example_from_record(rec)
+
+    def reward_specs(self) -> list[RewardSpec]:
+        return [RewardSpec("format", 0.0, 1.0, "tags in order, each once, sql block in the answer"),
+                RewardSpec("executable", 0.0, 1.0, "the query runs in the sandbox without error"),
+                RewardSpec("execution", 0.0, 1.0, "the result equals the reference result")]
+
+    # -- verifiers ------------------------------------------------------------------------
+    def score(self, example: Example, response: str) -> list[Verdict]:
+        return score_response(example.meta, response, self.sandbox, self.reference_cache)
+
+    def teacher_messages(self, example: Example) -> list[Message]:
+        """OPSD teacher context (Appendix B): the prompt, a reference solution as an earlier assistant
+        answer, then the prompt again. The paper uses OmniSQL's chain-of-thought solutions; without one
+        (``meta["reference_solution"]`` unset) the reference query is written as an answer in the
+        required format with a one-line think part (:data:`templates.TEACHER_REASONING`)."""
+        solution = example.meta.get("reference_solution") or templates.render_teacher_answer(example.meta["query"])
+        system = [m for m in example.messages if m["role"] == "system"]
+        rest = [m for m in example.messages if m["role"] != "system"]
+        return [dict(m) for m in system] + [dict(m) for m in rest] + [
+            {"role": "assistant", "content": solution}] + [dict(m) for m in rest]
+
+
+DB_DIRS = ("spider/database", "spider-dk/database", "bird/dev_databases", "database", "dev_databases",
+           "test_database", "spider/test_database")
+
+
+def find_database(data_dir: str, db_id: str) -> str | None:
+    """``<dir>/<db_id>/<db_id>.sqlite`` for the known database folders under ``data_dir``, or the root."""
+    for sub in DB_DIRS + ("",):
+        path = os.path.join(data_dir, sub, db_id, db_id + ".sqlite")
+        if os.path.isfile(path):
+            return path
+    return None

@@ -1,0 +1,149 @@
+"""The three verifiers of the text-to-SQL task and the reference-result cache.
+
+Rewards, all in {0, 1} (paper Section 5.1, SQL-R1's checks on a 0/1 scale):
+
+- ``format``: :func:`tasks.text2sql.extract.check_format`.
+- ``executable``: the first statement of the sql block inside ``<answer>`` runs in the sandbox
+  without error and within the limits. No sql block: 0.
+- ``execution``: after Spider's text normalisation of both queries (DISTINCT removed, ``> =``
+  repaired; :func:`tasks.text2sql.sqltext.normalize_for_match`) the predicted result equals the
+  reference result under :mod:`tasks.text2sql.match` (``spider`` semantics for Spider-family
+  data, ``bird`` for BIRD). NaN (does not apply) only when the *reference* itself cannot run, which
+  training preparation rules out.
+
+Blocks (Appendix C) come from :mod:`tasks.text2sql.templates`. Spans: format reads the four tags;
+executability reads the executed statement; execution reads the statement's select lists and
+conditions (the whole statement when none are found).
+
+Reference results are computed once per (database file, size, mtime, normalised query) and kept
+in memory (:class:`ReferenceCache`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from typing import Any
+
+from tasks.base import Verdict
+from tasks.text2sql import templates
+from tasks.text2sql.extract import FoundSQL, check_format, extract_answer_sql
+from tasks.text2sql.match import results_match
+from tasks.text2sql.sandbox import QueryResult, Sandbox, SandboxLimits
+from tasks.text2sql.sqltext import clause_spans, normalize_for_match, order_matters
+
+REWARD_NAMES = ["format", "executable", "execution"]
+REFERENCE_LIMITS = SandboxLimits(timeout_s=60.0, max_rows=2_000_000, max_bytes=1 << 30)
+
+
+class ReferenceCache:
+    """Reference results keyed by database file identity and normalised query (thread-safe)."""
+
+    def __init__(self, sandbox: Sandbox, limits: SandboxLimits = REFERENCE_LIMITS) -> None:
+        self.sandbox = sandbox
+        self.limits = limits
+        self._store: dict[tuple[Any, ...], QueryResult] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def _key(db_path: str, sql: str) -> tuple[Any, ...]:
+        try:
+            st = os.stat(db_path)
+            ident: tuple[Any, ...] = (os.path.abspath(db_path), st.st_size, st.st_mtime_ns)
+        except OSError:
+            ident = (os.path.abspath(db_path), None, None)
+        return ident + (sql,)
+
+    def get(self, db_path: str, normalized_sql: str) -> QueryResult:
+        key = self._key(db_path, normalized_sql)
+        with self._lock:
+            hit = self._store.get(key)
+        if hit is not None:
+            self.hits += 1
+            return hit
+        self.misses += 1
+        result = self.sandbox.run(db_path, normalized_sql, self.limits)
+        with self._lock:
+            self._store[key] = result
+        return result
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+
+def _shift(spans: list[tuple[int, int]], offset: int) -> list[tuple[int, int]]:
+    return [(s + offset, e + offset) for s, e in spans]
+
+
+def execution_spans(found: FoundSQL) -> list[tuple[int, int]]:
+    """Select lists and conditions of the executed statement, as response offsets."""
+    parts = clause_spans(found.statement)
+    spans = sorted(parts["select"] + parts["conditions"])
+    if not spans:
+        return [found.statement_span]
+    return _shift(spans, found.statement_span[0])
+
+
+def score_response(meta: dict[str, Any], response: str, sandbox: Sandbox,
+                   cache: ReferenceCache) -> list[Verdict]:
+    """The three verdicts for one response. Never raises on ``response``."""
+    text = response if isinstance(response, str) else ""
+    fmt = check_format(text)
+    format_v = Verdict("format", 1.0 if fmt.ok else 0.0, fmt.reason, block=templates.FORMAT_BLOCK,
+                       spans=fmt.tag_spans, detail={"ok": fmt.ok})
+    reference = str(meta.get("query", ""))
+    exec_block = templates.EXECUTION_BLOCK.format(query=reference.strip())
+    found = extract_answer_sql(text)
+    db_path = meta.get("db_path")
+    if found is None:
+        reason = "no SQL code block inside <answer>"
+        return [format_v,
+                Verdict("executable", 0.0, reason, block=templates.NO_SQL_BLOCK, detail={"sql": None}),
+                Verdict("execution", 0.0, reason, block=exec_block, detail={"sql": None, "reference": reference})]
+    run = sandbox.run(db_path, found.statement) if db_path else QueryResult(
+        False, error="no database for this question", error_kind="no_database")
+    detail: dict[str, Any] = {"sql": found.statement, "extra_statements": found.extra_statements,
+                              **{k: v for k, v in run.summary().items() if k != "ok"}}
+    if run.ok:
+        executable = Verdict("executable", 1.0, "the query ran without error",
+                             block=templates.EXECUTABLE_OK_BLOCK, spans=[found.statement_span], detail=detail)
+    else:
+        tmpl = templates.EXECUTABLE_ERROR_BLOCK if run.error_kind in ("sqlite", "denied", "empty") \
+            else templates.EXECUTABLE_LIMIT_BLOCK
+        executable = Verdict("executable", 0.0, f"the query failed ({run.error_kind}): {run.error}",
+                             block=tmpl.format(error=run.error.rstrip(".")), spans=[found.statement_span],
+                             detail=detail)
+    execution = _execution_verdict(meta, found, run, sandbox, cache, exec_block)
+    return [format_v, executable, execution]
+
+
+def _execution_verdict(meta: dict[str, Any], found: FoundSQL, run: QueryResult, sandbox: Sandbox,
+                       cache: ReferenceCache, block: str) -> Verdict:
+    reference = str(meta.get("query", ""))
+    semantics = str(meta.get("match", "spider"))
+    spans = execution_spans(found)
+    detail: dict[str, Any] = {"sql": found.statement, "reference": reference, "semantics": semantics}
+    if not run.ok:
+        return Verdict("execution", 0.0, "the query did not run", block=block, spans=spans, detail=detail)
+    db_path = str(meta["db_path"])
+    ref_result = cache.get(db_path, normalize_for_match(reference))
+    if not ref_result.ok:
+        detail["reference_error"] = ref_result.error
+        return Verdict("execution", math.nan, f"the reference query failed: {ref_result.error}", block=block,
+                       spans=spans, detail=detail)
+    pred_sql = normalize_for_match(found.statement)
+    pred = run if pred_sql == found.statement else sandbox.run(db_path, pred_sql)
+    if not pred.ok:
+        detail["normalized_error"] = pred.error
+        return Verdict("execution", 0.0, f"the normalised query failed: {pred.error}", block=block,
+                       spans=spans, detail=detail)
+    ordered = order_matters(reference)
+    same = results_match(ref_result.rows, pred.rows, ordered=ordered, semantics=semantics)
+    detail.update({"ordered": ordered, "rows": len(pred.rows), "reference_rows": len(ref_result.rows),
+                   "columns": len(pred.columns), "reference_columns": len(ref_result.columns),
+                   "elapsed_s": round(pred.elapsed_s, 6)})
+    reason = "the result equals the reference result" if same else "the result differs from the reference result"
+    return Verdict("execution", 1.0 if same else 0.0, reason, block=block, spans=spans, detail=detail)
