@@ -1,0 +1,100 @@
+"""OPSD (on-policy self-distillation) as a baseline: a distillation loss, not an advantage.
+
+What the backend supplies (``ReplayRequest.TEACHER``): for each sampled response, the student's
+logits with gradient (policy on the plain prompt, over the response positions) and the teacher's
+logits (the same initial model whose context also shows the privileged reference solution, e.g.
+as an earlier answer, followed by the original prompt; SAME chat template and thinking flags as
+the student), both [B, T, V] over the student's OWN sampled tokens, plus ``response_mask``.
+
+Loss (generalised Jensen-Shannon divergence of GKD), per valid token, with T = teacher and
+S = student next-token distributions and M = beta T + (1 - beta) S:
+
+    JSD_beta(T || S) = beta KL(T || M) + (1 - beta) KL(S || M),   0 < beta < 1 (default 0.5),
+
+and by convention (not as limits, which are 0) beta = 0 -> KL(T || S) (forward KL) and
+beta = 1 -> KL(S || T) (reverse KL). The loss is the mean over all valid tokens of the batch,
+times ``loss_coef``; the teacher is detached.
+
+Token advantages: ``advantage = "none"`` (default) returns zeros, pure distillation as in the
+source, so the clipped surrogate contributes nothing; ``"grpo"`` adds GRPO advantages for an
+RL + distillation variant. ``has_loss`` tells the backend to add :meth:`OPSD.distillation_loss`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from algorithms.base import Algorithm, ReplayRequest, RolloutBatch, check
+from algorithms.grpo import GRPO
+from algorithms.relevance import LOGPROB_FLOOR, default_chunk_size
+
+
+@dataclass
+class OPSDConfig:
+    """beta: JSD mixing weight in [0, 1]; loss_coef: multiplier of the loss; advantage: "none" or
+    "grpo"; chunk_size: positions per chunk of the loss (None = automatic)."""
+
+    beta: float = 0.5
+    loss_coef: float = 1.0
+    advantage: str = "none"
+    chunk_size: int | None = None
+
+    def __post_init__(self) -> None:
+        check(0.0 <= self.beta <= 1.0, f"beta must be in [0, 1], got {self.beta}")
+        check(self.advantage in ("none", "grpo"), f"advantage must be 'none' or 'grpo', got {self.advantage!r}")
+        check(self.chunk_size is None or self.chunk_size >= 1, "chunk_size must be >= 1")
+
+
+def _kl(log_a: Tensor, log_b: Tensor) -> Tensor:
+    """KL(a || b) per row from log-probabilities (a = 0 entries contribute 0)."""
+    return (log_a.exp() * (log_a - log_b)).sum(-1)
+
+
+def generalized_jsd(student_logits: Tensor, teacher_logits: Tensor, beta: float) -> Tensor:
+    """Per-row JSD_beta(teacher || student) in float32 for [N, V] logits (formula in the module doc)."""
+    ls = torch.log_softmax(student_logits.to(torch.float32), -1).clamp_min(LOGPROB_FLOOR)
+    lt = torch.log_softmax(teacher_logits.detach().to(torch.float32), -1).clamp_min(LOGPROB_FLOOR)
+    if beta == 0.0:
+        return _kl(lt, ls)
+    if beta == 1.0:
+        return _kl(ls, lt)
+    lm = torch.logaddexp(lt + math.log(beta), ls + math.log1p(-beta))
+    return beta * _kl(lt, lm) + (1.0 - beta) * _kl(ls, lm)
+
+
+class OPSD(Algorithm):
+    """OPSD: generalised JSD between a privileged teacher and the student on the student's samples."""
+
+    name = "opsd"
+    replay_request = ReplayRequest.TEACHER
+    config_class = OPSDConfig
+    has_loss = True
+
+    def token_advantages(self, batch: RolloutBatch) -> Tensor:
+        if self.config.advantage == "grpo":
+            return GRPO().token_advantages(batch)
+        return torch.zeros(batch.response_mask.shape, dtype=torch.float32, device=batch.response_mask.device)
+
+    def distillation_loss(self, student_logits: Tensor, teacher_logits: Tensor, response_mask: Tensor) -> Tensor:
+        """loss_coef * mean over valid tokens of JSD_beta(teacher || student); a scalar with grad."""
+        if student_logits.shape != teacher_logits.shape:
+            raise ValueError(f"student logits {tuple(student_logits.shape)} and teacher logits "
+                             f"{tuple(teacher_logits.shape)} differ; the teacher must score the student's tokens")
+        if student_logits.shape[:-1] != response_mask.shape:
+            raise ValueError(f"logits {tuple(student_logits.shape)} do not match mask {tuple(response_mask.shape)}")
+        V = student_logits.shape[-1]
+        s = student_logits[response_mask.bool()]
+        t = teacher_logits[response_mask.bool()]
+        if s.shape[0] == 0:
+            return student_logits.sum() * 0.0
+        step = self.config.chunk_size or default_chunk_size(V)
+        total = sum(generalized_jsd(s[i:i + step], t[i:i + step], self.config.beta).sum()
+                    for i in range(0, s.shape[0], step))
+        return self.config.loss_coef * total / s.shape[0]
+
+    def metrics(self, batch: RolloutBatch) -> dict[str, float]:
+        return {"opsd_beta": self.config.beta, "loss_coef": self.config.loss_coef}
