@@ -76,7 +76,9 @@ def ifbench_type(
 
     def renderer(kwargs: dict[str, Any]) -> str:
         kw = clean_kwargs(kwargs)
-        return render(kw) if callable(render) else render.format(**kw)
+        if callable(render):
+            return render(kw)
+        return render.format(**kw) if params else render  # a fixed text may hold literal braces
 
     def decorate(fn: Callable[..., Any]) -> Callable[[str, dict[str, Any]], CheckResult]:
         def checker(response: str, kwargs: dict[str, Any] | None = None) -> CheckResult:
