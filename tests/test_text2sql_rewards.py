@@ -50,8 +50,8 @@ EXECUTION_TABLE = [
      "SELECT name FROM emp ORDER BY age DESC, id ASC", (1, 1, 1)),
     ("reference unordered, prediction ordered", "SELECT name FROM emp",
      "SELECT name FROM emp ORDER BY name DESC", (1, 1, 1)),
-    ("order by in a subquery makes order count", "SELECT name FROM emp WHERE id IN "
-     "(SELECT id FROM emp ORDER BY age LIMIT 5)", "SELECT name FROM emp ORDER BY name DESC", (1, 1, 0)),
+    ("order by in a subquery makes order count", ("SELECT name FROM emp WHERE id IN "
+     "(SELECT id FROM emp ORDER BY age LIMIT 5)"), "SELECT name FROM emp ORDER BY name DESC", (1, 1, 0)),
     ("NULL equals NULL", "SELECT bonus FROM emp WHERE id = 2", "SELECT NULL", (1, 1, 1)),
     ("NULL is not 0", "SELECT bonus FROM emp WHERE id = 2", "SELECT 0", (1, 1, 0)),
     ("int equals float of the same value", "SELECT count(*) FROM emp", "SELECT 5.0", (1, 1, 1)),
@@ -92,8 +92,8 @@ FORMAT_TABLE = [
     ("well formed", answer("SELECT 1"), 1),
     ("leading and trailing whitespace", "\n  " + answer("SELECT 1") + "\n\n", 1),
     ("sqlite language tag, upper case", "<think>x</think><answer>```SQLite\nSELECT 1\n```</answer>", 1),
-    ("prose around the block inside the answer", "<think>x</think><answer>Query:\n```sql\nSELECT 1\n```\nDone."
-     "</answer>", 1),
+    ("prose around the block inside the answer", ("<think>x</think><answer>Query:\n```sql\nSELECT 1\n```\nDone."
+     "</answer>"), 1),
     ("no answer tag", "<think>x</think>\n```sql\nSELECT 1\n```", 0),
     ("no think tag", "<answer>```sql\nSELECT 1\n```</answer>", 0),
     ("answer tag twice", answer("SELECT 1") + "<answer></answer>", 0),

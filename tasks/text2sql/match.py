@@ -27,7 +27,8 @@ the same (does a permutation exist), the search is cheaper.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 Row = tuple[Any, ...]
 

@@ -13,7 +13,9 @@ Every query runs on a connection that is, at once:
 5. stopped by a progress handler when it runs past ``timeout_s`` (checked every
    ``progress_steps`` virtual-machine instructions, so the limit holds inside long sorts, cross
    joins and recursive CTEs as well as while fetching);
-6. fetched in batches with a cap on rows (``max_rows``) and on the approximate bytes held
+6. refused before it reaches SQLite unless its first keyword is SELECT, WITH or VALUES
+   (statements such as REINDEX or EXPLAIN that pass the authorizer without reading anything);
+7. fetched in batches with a cap on rows (``max_rows``) and on the approximate bytes held
    (``max_bytes``); going over a cap stops the query.
 
 A query that exceeds a limit comes back as a :class:`QueryResult` with ``ok=False`` and
@@ -35,6 +37,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
+
+from tasks.text2sql.sqltext import tokenize
 
 _ALLOWED_ACTIONS = {
     sqlite3.SQLITE_SELECT,
@@ -160,6 +164,10 @@ class Sandbox:
         if len(sql) > lim.max_sql_chars:
             return QueryResult(False, error=f"query longer than {lim.max_sql_chars} characters",
                                error_kind="byte_limit")
+        first = _first_keyword(sql)
+        if first not in _READ_STATEMENTS:
+            return QueryResult(False, error=f"not authorized: only SELECT statements may run (this one starts "
+                               f"with {first or 'no keyword'})", error_kind="denied")
         try:
             conn, guard = self._connect(db_path)
         except (OSError, sqlite3.Error) as exc:
@@ -204,6 +212,17 @@ class Sandbox:
                     cursor.close()
                 except sqlite3.Error:
                     pass
+
+
+_READ_STATEMENTS = {"SELECT", "WITH", "VALUES"}
+
+
+def _first_keyword(sql: str) -> str:
+    for tok in tokenize(sql):
+        if tok.kind in ("ws", "comment"):
+            continue
+        return tok.upper if tok.kind == "word" else tok.text
+    return ""
 
 
 def _decode_text(data: bytes) -> str:
