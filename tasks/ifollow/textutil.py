@@ -106,7 +106,7 @@ def detect_language(text: str) -> str | None:
         return str(langdetect.detect(text))
     except LangDetectException:
         return None
-    except Exception:  # never raise on model output
+    except Exception:  # noqa: BLE001 - never raise on model output
         return None
 
 
@@ -161,7 +161,7 @@ def _drop_lines(v: Variant, first: bool, last: bool, name: str) -> Variant:
         start = end if nl < 0 else nl + 1
     if last:
         nl = text.rfind("\n")
-        end = 0 if nl < 0 else nl
+        end = max(nl, 0)
     if end < start:  # a single line dropped twice: nothing is left
         return Variant(name, "", ())
     return _strip(_slice(v, start, end, name), name)

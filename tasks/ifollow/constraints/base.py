@@ -20,8 +20,9 @@ Rules applied here, for every family, so that checkers need not repeat them:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from harness.registry import Registry
 
@@ -71,7 +72,7 @@ def clean_kwargs(kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
 def _run(ctype: ConstraintType, text: str, kwargs: dict[str, Any]) -> CheckResult:
     try:
         result = ctype.checker(text, kwargs)
-    except Exception as exc:  # a checker must never take the run down on model output
+    except Exception as exc:  # noqa: BLE001 - a checker must never take the run down on model output
         return CheckResult(False, f"checker error ({type(exc).__name__}: {exc})")
     if not isinstance(result, CheckResult):
         return CheckResult(bool(result), "")
