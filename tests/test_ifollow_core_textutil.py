@@ -81,7 +81,7 @@ def test_sentences_use_nltk_code_with_bundled_parameters() -> None:
     assert tok._params.abbrev_types == set(bundled.abbrev_types)
     assert tok._params.collocations == set(bundled.collocations)
     assert tok._params.sent_starters == set(bundled.sent_starters)
-    assert dict(tok._params.ortho_context) == dict(bundled.ortho_context)
+    assert {k: v for k, v in tok._params.ortho_context.items() if v} == dict(bundled.ortho_context)
     assert {"mr", "dr", "u.s"} <= tok._params.abbrev_types
     assert "e.g" not in tok._params.abbrev_types  # a known gap of the English model, kept as is
 
