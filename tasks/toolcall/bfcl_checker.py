@@ -168,7 +168,7 @@ def _expected_types(language: str, declared: str, schema: dict[str, Any]) -> tup
 
 def check_call(function: dict[str, Any], call: dict[str, Any], answer: dict[str, Any], language: str) -> dict[str, Any]:
     """One decoded call ``{name: params}`` against one possible answer ``{name: {param: [values]}}``."""
-    acceptable_by_param = list(answer.values())[0]
+    acceptable_by_param = next(iter(answer.values()))
     name = function["name"]
     properties = function["parameters"]["properties"]
     if name not in call:
@@ -233,7 +233,7 @@ def _check_parallel(functions: list[Any], calls: list[Any], answers: list[Any], 
         return _fail("parallel_function_checker_no_order:wrong_count", "wrong number of calls")
     used: set[int] = set()
     for i, answer in enumerate(answers):
-        function = _function_named(functions, list(answer)[0])
+        function = _function_named(functions, next(iter(answer)))
         for j, call in enumerate(calls):
             if j not in used and check_call(function, call, answer, language)["valid"]:
                 used.add(j)
@@ -252,7 +252,7 @@ def check(functions: list[Any], calls: list[Any], answers: list[Any], category: 
         if "multiple" in category:
             if len(calls) != len(answers):
                 return _fail("multiple_function_checker:wrong_count", "wrong number of calls")
-            function = _function_named(functions, list(answers[0])[0])
+            function = _function_named(functions, next(iter(answers[0])))
             return check_call(function, calls[0], answers[0], language)
         if len(calls) != 1:
             return _fail("simple_function_checker:wrong_count", "wrong number of calls")

@@ -41,7 +41,7 @@ class ToolCallTask(Task):
     name = "toolcall"
     version = "1"
     format_reward = "format"
-    block_order = ("correctness", "format")
+    block_order = ["correctness", "format"]  # noqa: RUF012  (protocol attribute, never mutated)
 
     # -- data -----------------------------------------------------------------------------------------
     def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
