@@ -1,0 +1,80 @@
+"""Resumable training state: one ``state.pt`` file under the record's ``checkpoint/`` directory.
+
+Contents: ``step`` (completed training steps), the trainable weights (the full state dict, or the
+LoRA adapter's parameters only), the optimiser state, the RNG states (python, numpy, torch CPU
+and CUDA), the data position (index of the next training example) and a fingerprint of the
+config. The file is written to a temporary name and renamed, so a kill at any moment leaves
+either the previous checkpoint or the new one, never a torn file.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+STATE_FILE = "state.pt"
+
+
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
+                             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def trainable_state(model: Any) -> dict[str, torch.Tensor]:
+    """The weights a resume needs: the adapter's for a peft model, else every parameter and buffer."""
+    if hasattr(model, "peft_config"):
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(model).items()}
+    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+
+def load_trainable_state(model: Any, state: dict[str, torch.Tensor]) -> None:
+    if hasattr(model, "peft_config"):
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(model, state)
+    else:
+        model.load_state_dict(state)
+
+
+def save(directory: Path, *, step: int, model: Any, optimizer: torch.optim.Optimizer, data_position: int,
+         fingerprint: str, extra: dict[str, Any] | None = None) -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    payload = {"step": step, "model": trainable_state(model), "optimizer": optimizer.state_dict(),
+               "rng": rng_state(), "data_position": data_position, "fingerprint": fingerprint,
+               "extra": extra or {}}
+    path = directory / STATE_FILE
+    tmp = directory / f".{STATE_FILE}.tmp-{os.getpid()}"
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def load(directory: Path) -> dict[str, Any] | None:
+    """The saved state, or None when there is no checkpoint."""
+    path = Path(directory) / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except (RuntimeError, EOFError, OSError) as exc:
+        raise RuntimeError(f"{path}: unreadable checkpoint ({exc}); remove it to restart the run "
+                           f"from scratch") from exc

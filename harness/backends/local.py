@@ -1,0 +1,400 @@
+"""The local backend: in-process training on CPU or one GPU.
+
+One training step (0-based ``n``; metrics rows use ``step = n + 1``):
+
+1. take ``prompts_per_step`` examples (an epoch-wise permutation seeded by ``seed + epoch``; the
+   data position is ``n * prompts_per_step``, so a resumed run sees the same prompts);
+2. sample G responses each with the rollout model (bf16 where native, see :mod:`harness.models`),
+   keeping the sampled ids; the torch RNG is seeded with ``seed * 1_000_003 + n`` at the start
+   of every step, so an interrupted and resumed run reproduces an uninterrupted one;
+3. score every response with the task's verifiers -> rewards[B, K] (NaN-padded where K varies);
+4. replay what the algorithm asks (:mod:`harness.replay`) with the rollout model (= theta_old);
+5. token advantages from the algorithm; 6. the update (:mod:`harness.backends.loss`): float32
+   master weights, AdamW, gradient clipping, ``mini_batches`` optimiser updates per step, each
+   accumulating micro-batches of ``micro_batch_size`` sequences. With one mini-batch the old
+   log-probabilities are the detached current ones (rho = 1 exactly); with several they come
+   from one no-grad pass of the policy before the first update.
+7. metrics row, samples, checkpoint every ``checkpoint_every`` steps and on SIGTERM/SIGINT.
+
+The reference policy (initial weights; k3 KL when ``optim.kl_coef > 0``, OPSD's teacher) is only
+loaded when needed; with LoRA it is the base model with the adapter disabled.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+import signal
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from harness.backends import checkpoint
+from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
+from harness.backends.rollout import Rollout, greedy_texts, rollouts_for
+from harness.config import RunConfig
+from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
+from harness.replay import ReplayEngine, ReplayResult, decoder_and_head, head_logits, replay_for
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Raised after a checkpoint was written in response to SIGTERM/SIGINT; rerun to resume."""
+
+
+def _step_seed(seed: int, step: int) -> int:
+    return (seed * 1_000_003 + step) % (2 ** 63)
+
+
+class LocalBackend:
+    """``LocalBackend(cfg).train(record) -> summary``; ``generate(messages_list, max_new_tokens)``."""
+
+    def __init__(self, cfg: RunConfig, task: Any | None = None):
+        self.cfg = cfg
+        self._task = task
+        self.device = resolve_device(cfg.model.device)
+        self.rollout_dtype = resolve_dtype(cfg.model.dtype, self.device)
+        self.train_dtype = resolve_dtype(cfg.model.train_dtype, self.device)
+        self.policy: Any = None
+        self.rollout_model: Any = None
+        self.tokenizer: Any = None
+        self._stop: str | None = None
+
+    # -- setup ---------------------------------------------------------------------------------
+    @property
+    def task(self) -> Any:
+        if self._task is None:
+            from harness.catalog import TASKS
+
+            self._task = TASKS.get(self.cfg.task.name)(**self.cfg.task.options)
+        return self._task
+
+    def _load_policy(self) -> None:
+        m = self.cfg.model
+        loaded = load_model(m.name, dtype=self.train_dtype, device=self.device, cache_dir=m.cache_dir)
+        self.tokenizer, self.model_source = loaded.tokenizer, loaded.source
+        policy = loaded.model
+        if m.gradient_checkpointing:
+            policy.gradient_checkpointing_enable()
+        if m.lora:
+            try:
+                from peft import LoraConfig, get_peft_model
+            except ImportError as exc:
+                raise RuntimeError("model.lora needs peft: pip install 'mrbench[lora]'") from exc
+            policy = get_peft_model(policy, LoraConfig(r=m.lora_r, lora_alpha=m.lora_alpha,
+                                                       lora_dropout=m.lora_dropout, target_modules="all-linear",
+                                                       task_type="CAUSAL_LM"))
+        self.policy = policy
+        self.eos = eos_ids(self.tokenizer, loaded.model)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos[0]
+        self._ref = None
+        if self._needs_reference():  # the initial weights, copied before any update or resume
+            self._ref = "adapter-disabled" if m.lora else copy.deepcopy(policy).eval().requires_grad_(False)
+        if self.rollout_dtype == self.train_dtype:
+            self.rollout_model = policy  # one copy serves both
+        else:
+            self.rollout_model = copy.deepcopy(policy).to(self.rollout_dtype).eval()
+            for p in self.rollout_model.parameters():
+                p.requires_grad_(False)
+
+    def _sync_rollout(self) -> None:
+        if self.rollout_model is not self.policy:
+            with torch.no_grad():
+                self.rollout_model.load_state_dict(self.policy.state_dict())
+
+    def _needs_reference(self) -> bool:
+        return self.cfg.optim.kl_coef > 0 or self.cfg.algo.name == "opsd"
+
+    def _reference(self) -> Any:
+        if getattr(self, "_ref", None) is None:
+            raise RuntimeError("the reference policy is only loaded when optim.kl_coef > 0 or the algorithm is opsd")
+        return self._ref
+
+    # -- generation for evaluation ---------------------------------------------------------------
+    def generate(self, messages_list: list[list[dict[str, str]]], max_new_tokens: int,
+                 greedy: bool = True) -> list[str]:
+        """Greedy responses (the trained policy after ``train``, else the configured model)."""
+        if self.policy is None:
+            self._load_policy()
+        self.rollout_model.eval()
+        return greedy_texts(self.rollout_model, self.tokenizer, messages_list, self.eos, max_new_tokens)
+
+    # -- data ----------------------------------------------------------------------------------
+    def _examples_at(self, examples: list[Any], position: int, count: int) -> list[Any]:
+        n = len(examples)
+        out = []
+        for i in range(position, position + count):
+            perm = np.random.RandomState((self.cfg.seed + i // n) % (2 ** 32)).permutation(n)
+            out.append(examples[int(perm[i % n])])
+        return out
+
+    def _fingerprint(self) -> str:
+        return hashlib.sha256(self.cfg.to_json().encode()).hexdigest()[:16]
+
+    # -- signals ----------------------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._stop is not None:
+            raise KeyboardInterrupt
+        self._stop = signal.Signals(signum).name
+
+    # -- the run ------------------------------------------------------------------------------------
+    def train(self, record: Any) -> dict[str, Any]:
+        from algorithms import get_algorithm
+        from tasks.base import Task
+
+        cfg, t_run = self.cfg, time.time()
+        algo = get_algorithm(cfg.algo.name, **cfg.algo.params)
+        task = self.task
+        examples = task.load(cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
+        if not examples:
+            raise ValueError(f"task {cfg.task.name!r} loaded no {cfg.task.split!r} examples")
+        self._load_policy()
+        self.policy.train()
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
+                                weight_decay=cfg.optim.weight_decay)
+        record.start(seed=cfg.seed, task_version=str(task.version), data_hash=Task.data_hash(examples),
+                     extra={"backend": "local", "model_source": self.model_source, "device": str(self.device),
+                            "rollout_dtype": str(self.rollout_dtype), "algorithm": algo.config_dict()})
+        start = 0
+        state = checkpoint.load(record.checkpoint_dir)
+        if state is not None:
+            if state["fingerprint"] != self._fingerprint():
+                raise RuntimeError(f"{record.checkpoint_dir}: checkpoint of a different configuration")
+            checkpoint.load_trainable_state(self.policy, state["model"])
+            opt.load_state_dict(state["optimizer"])
+            checkpoint.set_rng_state(state["rng"])
+            start = int(state["step"])
+            self._sync_rollout()
+        record.truncate_metrics(start)
+        engine = ReplayEngine(self.rollout_model, cfg.backend.replay_batch_size, cfg.backend.replay_chunk_size,
+                              cfg.backend.share_prefix, self.pad_id)
+        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        rows: list[dict[str, Any]] = []
+        try:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=cfg.schedule.steps, initial=start, desc=f"{cfg.algo.name} on {cfg.task.name}",
+                       unit="step", dynamic_ncols=True)
+            for n in range(start, cfg.schedule.steps):
+                row = self._step(n, examples, algo, engine, opt, params, record)
+                rows.append(row)
+                bar.update(1)
+                bar.set_postfix(reward=f"{row['reward_mean']:.3f}", replay=f"{row['replay_share']:.2f}",
+                                s=f"{row['time_step']:.0f}")
+                every = cfg.schedule.checkpoint_every
+                if (every and (n + 1) % every == 0) or self._stop or n + 1 == cfg.schedule.steps:
+                    self._save(record, n + 1, opt)
+                if self._stop:
+                    raise TrainingInterrupted(f"{self._stop}: checkpoint written after step {n + 1}; "
+                                              f"rerun the same command to resume")
+            bar.close()
+        finally:
+            for s, h in old_handlers.items():
+                signal.signal(s, h)
+        self.rollout_model.eval()
+        return self._summary(record, rows, time.time() - t_run)
+
+    def _save(self, record: Any, step: int, opt: torch.optim.Optimizer) -> None:
+        checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=opt,
+                        data_position=step * self.cfg.sampling.prompts_per_step, fingerprint=self._fingerprint())
+
+    def _step(self, n: int, examples: list[Any], algo: Any, engine: ReplayEngine, opt: Any, params: list[Any],
+              record: Any) -> dict[str, Any]:
+        from algorithms import RolloutBatch
+
+        cfg, s = self.cfg, self.cfg.sampling
+        torch.manual_seed(_step_seed(cfg.seed, n))
+        t0 = time.time()
+        batch_examples = self._examples_at(examples, n * s.prompts_per_step, s.prompts_per_step)
+        self.rollout_model.eval()
+        rollouts = rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
+                                s.max_prompt_tokens)
+        t1 = time.time()
+        for r in rollouts:
+            r.verdicts = self.task.score(r.example, r.text)
+        B, K = len(rollouts), max(len(r.example.reward_names) for r in rollouts)
+        T = max(1, max(len(r.response_ids) for r in rollouts))
+        rewards = torch.full((B, K), float("nan"))
+        for j, r in enumerate(rollouts):
+            for k, v in enumerate(r.verdicts):
+                rewards[j, k] = float(v.value)
+        group_ids = torch.tensor([r.group for r in rollouts], dtype=torch.long)
+        mask = torch.zeros((B, T), dtype=torch.bool)
+        for j, r in enumerate(rollouts):
+            mask[j, :len(r.response_ids)] = True
+        t2 = time.time()
+        request = getattr(algo.replay_request, "value", algo.replay_request)
+        if request != "none" and algo.needs_replay(n):
+            teacher_engine = engine
+            if request == "teacher":
+                ref = self._reference()
+                teacher_engine = ReplayEngine(self.policy if ref == "adapter-disabled" else ref,
+                                              engine.batch_size, engine.chunk_size, engine.share_prefix, self.pad_id)
+            with torch.no_grad(), self._adapter_off(request == "teacher"):
+                rep = replay_for(request, teacher_engine, self.task, self.tokenizer, rollouts, rewards, group_ids, T)
+        else:
+            rep = ReplayResult(pairs_total=int((~torch.isnan(rewards)).sum()))
+        t3 = time.time()
+        batch = RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=mask, relevance=rep.relevance,
+                             step=n, joint_relevance=rep.joint_relevance, logprob_delta=rep.logprob_delta)
+        adv = algo.token_advantages(batch).float()
+        upd = self._update(rollouts, adv, T, algo, rep, opt, params)
+        self._sync_rollout()
+        t4 = time.time()
+        row = self._metrics(n, rollouts, rewards, mask, adv, rep, upd, algo, batch)
+        row.update(time_generate=t1 - t0, time_score=t2 - t1, time_replay=t3 - t2, time_update=t4 - t3,
+                   time_step=t4 - t0)
+        record.append_metrics(row)
+        record.append_samples(self._samples(n, rollouts))
+        return row
+
+    class _Null:
+        def __enter__(self) -> None:
+            return None
+
+        def __exit__(self, *a: object) -> None:
+            return None
+
+    def _adapter_off(self, wanted: bool) -> Any:
+        if wanted and self.cfg.model.lora:
+            return self.policy.disable_adapter()
+        return self._Null()
+
+    # -- the update ----------------------------------------------------------------------------------
+    def _update(self, rollouts: list[Rollout], adv: torch.Tensor, T: int, algo: Any, rep: ReplayResult,
+                opt: Any, params: list[Any]) -> dict[str, float]:
+        o = self.cfg.optim
+        B = len(rollouts)
+        order = list(range(B))
+        minis = [order[i::max(1, o.mini_batches)] for i in range(max(1, o.mini_batches))]
+        minis = [sorted(m) for m in minis if m]
+        old: dict[int, torch.Tensor] = {}
+        if len(minis) > 1:
+            with torch.no_grad():
+                for idx in self._micro(order):
+                    mb = self._mb(rollouts, idx, T)
+                    lp = gather_logprobs(response_logits(self.policy, mb), mb.response_ids)
+                    for i, j in enumerate(idx):
+                        old[j] = lp[i]
+        want_ref = o.kl_coef > 0
+        tot = {"loss": 0.0, "tokens": 0, "clipped": 0, "kl": 0.0, "entropy": 0.0, "grad_norm": 0.0,
+               "ratio_max": 1.0, "opsd": 0.0}
+        self.policy.train()
+        for mini in minis:
+            n_tok = sum(len(rollouts[j].response_ids) for j in mini)
+            opt.zero_grad(set_to_none=True)
+            for idx in self._micro(mini):
+                mb = self._mb(rollouts, idx, T)
+                logits = response_logits(self.policy, mb)
+                logp = gather_logprobs(logits, mb.response_ids)
+                old_lp = torch.stack([old[j] for j in idx]) if old else logp.detach()
+                ref_lp = self._ref_logprobs(mb) if want_ref else None
+                ent = entropy(logits) if o.entropy_coef else None
+                terms = surrogate_loss(logp, old_lp, adv[idx].to(logp.device), mb.response_mask, n_tok,
+                                       o.clip_low, o.clip_high, ref_lp, o.kl_coef, ent, o.entropy_coef)
+                loss = terms.loss
+                if getattr(algo, "has_loss", False) and rep.teacher_hidden is not None:
+                    d = self._opsd_loss(algo, logits, mb, idx, rep) * (int(mb.response_mask.sum()) / max(n_tok, 1))
+                    loss = loss + o.opsd_coef * d
+                    tot["opsd"] += float(d.detach())
+                loss.backward()
+                tot["loss"] += float(loss.detach())
+                tot["clipped"] += terms.clipped
+                tot["kl"] += terms.kl_sum
+                tot["entropy"] += terms.entropy_sum
+                tot["ratio_max"] = max(tot["ratio_max"], terms.ratio_max)
+            tot["tokens"] += n_tok
+            if o.grad_clip and o.grad_clip > 0:
+                norm = torch.nn.utils.clip_grad_norm_(params, o.grad_clip)
+            else:
+                norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params if p.grad is not None))
+            tot["grad_norm"] = max(tot["grad_norm"], float(norm))
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        return tot
+
+    def _micro(self, idx: list[int]) -> list[list[int]]:
+        size = max(1, self.cfg.optim.micro_batch_size)
+        return [idx[i:i + size] for i in range(0, len(idx), size)]
+
+    def _mb(self, rollouts: list[Rollout], idx: list[int], T: int) -> Any:
+        return make_micro_batch([rollouts[j].prompt_ids for j in idx], [rollouts[j].response_ids for j in idx],
+                                T, self.pad_id, self.device)
+
+    @torch.no_grad()
+    def _ref_logprobs(self, mb: Any) -> torch.Tensor:
+        ref = self._reference()
+        if ref == "adapter-disabled":
+            with self.policy.disable_adapter():
+                return gather_logprobs(response_logits(self.policy, mb), mb.response_ids)
+        return gather_logprobs(response_logits(ref, mb), mb.response_ids)
+
+    def _opsd_loss(self, algo: Any, logits: torch.Tensor, mb: Any, idx: list[int], rep: ReplayResult) -> torch.Tensor:
+        ref = self._reference()
+        _, head, cap = decoder_and_head(self.policy if ref == "adapter-disabled" else ref)
+        teacher = torch.zeros_like(logits)
+        with torch.no_grad():
+            for i, j in enumerate(idx):
+                h = rep.teacher_hidden[j]  # type: ignore[index]
+                if h.numel():
+                    teacher[i, :h.shape[0]] = head_logits(head, h.to(self.device), cap)
+        return algo.distillation_loss(logits, teacher, mb.response_mask)
+
+    # -- records --------------------------------------------------------------------------------------
+    def _metrics(self, n: int, rollouts: list[Rollout], rewards: torch.Tensor, mask: torch.Tensor,
+                 adv: torch.Tensor, rep: ReplayResult, upd: dict[str, float], algo: Any, batch: Any) -> dict[str, Any]:
+        row: dict[str, Any] = {"step": n + 1}
+        per_name: dict[str, list[float]] = {}
+        fmt = getattr(self.task, "format_reward", None)
+        for r in rollouts:
+            for v in r.verdicts:
+                if not (isinstance(v.value, float) and math.isnan(v.value)):
+                    per_name.setdefault(v.reward, []).append(float(v.value))
+        for name, vals in sorted(per_name.items()):
+            row[f"reward/{name}"] = sum(vals) / len(vals)
+        valid = rewards[~torch.isnan(rewards)]
+        row["reward_mean"] = float(valid.mean()) if valid.numel() else float("nan")
+        row["format_rate"] = row.get(f"reward/{fmt}") if fmt else None
+        lengths = [len(r.response_ids) for r in rollouts]
+        row["response_length"] = sum(lengths) / len(lengths)
+        row["truncated_rate"] = sum(r.truncated for r in rollouts) / len(rollouts)
+        row["replay_pairs"] = rep.pairs_replayed
+        row["reward_pairs"] = rep.pairs_total
+        row["replay_share"] = rep.pairs_replayed / rep.pairs_total if rep.pairs_total else 0.0
+        row["replay_sequences"] = rep.sequences
+        tokens = max(int(upd["tokens"]), 1)
+        row["adv_abs_mean"] = float(adv[mask].abs().mean()) if bool(mask.any()) else 0.0
+        row["adv_nonzero_tokens"] = int((adv[mask] != 0).sum())
+        row.update(loss=upd["loss"], kl=upd["kl"] / tokens, clip_fraction=upd["clipped"] / tokens,
+                   entropy=upd["entropy"] / tokens if self.cfg.optim.entropy_coef else None,
+                   grad_norm=upd["grad_norm"], ratio_max=upd["ratio_max"])
+        if upd["opsd"]:
+            row["opsd_loss"] = upd["opsd"]
+        for key, value in algo.metrics(batch).items():
+            row[f"algo/{key}"] = value
+        return row
+
+    def _samples(self, n: int, rollouts: list[Rollout]) -> list[dict[str, Any]]:
+        out = []
+        for r in rollouts[: self.cfg.schedule.log_samples]:
+            out.append({"step": n + 1, "example": r.example.id, "group": r.group, "response": r.text,
+                        "tokens": len(r.response_ids), "truncated": r.truncated,
+                        "rewards": {v.reward: (None if math.isnan(v.value) else v.value) for v in r.verdicts}})
+        return out
+
+    def _summary(self, record: Any, rows: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+        metrics = record.metrics()
+        last = metrics[-1] if metrics else {}
+        shares = [m.get("replay_share", 0.0) for m in metrics]
+        summary: dict[str, Any] = {"steps": len(metrics), "train_seconds": round(seconds, 1),
+                                   "final_rewards": {k[7:]: v for k, v in last.items() if k.startswith("reward/")},
+                                   "final_reward_mean": last.get("reward_mean"),
+                                   "replay_share_mean": sum(shares) / len(shares) if shares else 0.0,
+                                   "adv_abs_mean": last.get("adv_abs_mean")}
+        for key in ("time_generate", "time_score", "time_replay", "time_update", "time_step"):
+            vals = [m[key] for m in metrics if key in m]
+            summary[f"mean_{key}"] = round(sum(vals) / len(vals), 2) if vals else None
+        return summary

@@ -1,0 +1,115 @@
+"""The policy-gradient objective of one micro-batch (paper Eq. 3) with optional KL and entropy terms.
+
+For the valid response tokens t of the responses j of an optimiser update (a mini-batch),
+
+    L = -(1 / N) sum_{j,t} min(rho A, clip(rho, 1 - eps_l, 1 + eps_h) A)        (Eq. 3)
+        + kl_coef (1 / N) sum_{j,t} k3_t  -  entropy_coef (1 / N) sum_{j,t} H_t,
+
+with N the total number of valid tokens of the mini-batch (not of the micro-batch: summing the
+micro-batch losses gives exactly the mini-batch loss, so gradient accumulation is exact),
+rho = exp(log pi_theta - log pi_old), k3 = exp(r) - r - 1 with r = log pi_ref - log pi_theta
+(the unbiased, non-negative k3 estimator of KL(pi_theta || pi_ref)), and H the entropy of the
+policy's next-token distribution. The clip fraction counts tokens where the clipped term is the
+active one: (rho > 1 + eps_h and A > 0) or (rho < 1 - eps_l and A < 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from harness.replay import decoder_and_head, head_logits
+
+
+@dataclass
+class MicroBatch:
+    """Left-padded prompts followed by right-padded responses: ids [b, Lp + T]."""
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    response_ids: Tensor  # [b, T]
+    response_mask: Tensor  # [b, T] bool
+    prompt_width: int
+
+    @property
+    def T(self) -> int:
+        return self.response_ids.shape[1]
+
+
+def make_micro_batch(prompts: list[list[int]], responses: list[list[int]], T: int, pad_id: int,
+                     device: torch.device) -> MicroBatch:
+    b = len(prompts)
+    Lp = max(len(p) for p in prompts)
+    ids = torch.full((b, Lp + T), pad_id, dtype=torch.long)
+    attn = torch.zeros((b, Lp + T), dtype=torch.long)
+    rmask = torch.zeros((b, T), dtype=torch.bool)
+    for i, (p, r) in enumerate(zip(prompts, responses)):
+        ids[i, Lp - len(p):Lp] = torch.tensor(p, dtype=torch.long)
+        attn[i, Lp - len(p):Lp] = 1
+        if r:
+            ids[i, Lp:Lp + len(r)] = torch.tensor(r, dtype=torch.long)
+            attn[i, Lp:Lp + len(r)] = 1
+            rmask[i, :len(r)] = True
+    return MicroBatch(ids.to(device), attn.to(device), ids[:, Lp:].to(device), rmask.to(device), Lp)
+
+
+def response_logits(model: Any, mb: MicroBatch) -> Tensor:
+    """float32 logits [b, T, V] at the positions predicting the response tokens (with grad if enabled).
+
+    Only the response positions go through the LM head. Position ids count real tokens only, so
+    left padding does not shift positions (as in generation).
+    """
+    decoder, head, cap = decoder_and_head(model)
+    pos = (mb.attention_mask.cumsum(-1) - 1).clamp_min(0)
+    hidden = decoder(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=pos).last_hidden_state
+    h = hidden[:, mb.prompt_width - 1:mb.prompt_width - 1 + mb.T]
+    return head_logits(head, h, cap)
+
+
+def gather_logprobs(logits: Tensor, tokens: Tensor) -> Tensor:
+    return torch.log_softmax(logits, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def entropy(logits: Tensor) -> Tensor:
+    logp = torch.log_softmax(logits, -1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+@dataclass
+class LossTerms:
+    loss: Tensor
+    pg_sum: float  # sum of the surrogate terms (before the -1/N)
+    clipped: int
+    kl_sum: float
+    entropy_sum: float
+    ratio_max: float
+
+
+def surrogate_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, n_total: int, clip_low: float,
+                   clip_high: float, ref_logp: Tensor | None = None, kl_coef: float = 0.0,
+                   token_entropy: Tensor | None = None, entropy_coef: float = 0.0) -> LossTerms:
+    """Eq. 3 (+ k3 KL, - entropy) for one micro-batch, normalised by the mini-batch token count."""
+    m = mask.to(logp.dtype)
+    n = max(int(n_total), 1)
+    ratio = torch.exp(logp - old_logp)
+    clipped_ratio = ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    terms = torch.minimum(ratio * adv, clipped_ratio * adv)
+    loss = -(terms * m).sum() / n
+    active = ((ratio > 1.0 + clip_high) & (adv > 0)) | ((ratio < 1.0 - clip_low) & (adv < 0))
+    kl_sum = 0.0
+    if ref_logp is not None:
+        r = ref_logp - logp
+        k3 = torch.exp(r) - r - 1.0
+        kl_sum = float((k3 * m).sum().detach())
+        if kl_coef:
+            loss = loss + kl_coef * (k3 * m).sum() / n
+    ent_sum = 0.0
+    if token_entropy is not None:
+        ent_sum = float((token_entropy * m).sum().detach())
+        if entropy_coef:
+            loss = loss - entropy_coef * (token_entropy * m).sum() / n
+    ratio_max = float(ratio[mask].max().detach()) if bool(mask.any()) else 1.0
+    return LossTerms(loss, float((terms * m).sum().detach()), int((active & mask).sum()), kl_sum, ent_sum, ratio_max)

