@@ -14,8 +14,10 @@ which imports every provider SDK) is stubbed, inside this test.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
+import io
 import os
 import sys
 import time
@@ -23,6 +25,8 @@ import types
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evals.bfcl import IRRELEVANCE, BFCLv4Evaluator, score_case
 from tasks.toolcall.bfcl_checker import check
@@ -99,6 +103,9 @@ def _wrong_type(v: Any, language: str) -> Any:
     return "zq9"
 
 
+_SKIP = object()  # a variant function's "not applicable here"
+
+
 def _first_param(calls: list[ToolCall]) -> str | None:
     return next(iter(calls[0].parameters), None) if calls else None
 
@@ -165,6 +172,35 @@ def perturbations(case, calls: list[ToolCall]) -> dict[str, list[ToolCall]]:
         return False
 
     variant("int_for_float", int_for_float)
+
+    def first_of(new, kinds, fn):
+        for c in new:
+            for k, v in c.parameters.items():
+                if type(v) in kinds:
+                    new_v = fn(v)
+                    if new_v is not _SKIP:
+                        c.parameters[k] = new_v
+                        return None
+        return False
+
+    # value-level variants that exercise normalisation and the type allowances
+    variant("string_case_punct", lambda new: first_of(new, (str,), lambda v: f" {v.upper()}. "))
+    variant("string_bang", lambda new: first_of(new, (str,), lambda v: v + "!"))
+    variant("bool_for_int", lambda new: first_of(new, (int,), lambda v: True))
+    variant("float_for_int", lambda new: first_of(new, (int,), lambda v: v + 0.0))
+    variant("null_value", lambda new: first_of(new, (str, int, float, bool, list, dict), lambda v: None))
+    variant("list_reversed", lambda new: first_of(new, (list,), lambda v: v[::-1] if len(v) > 1 else _SKIP))
+    variant("list_items_as_strings", lambda new: first_of(new, (list,), lambda v: [str(x) for x in v] or _SKIP))
+    if lang != "python":
+        def source_variant(v: str) -> str:
+            if v.endswith(("L", "f", "n")) and v[:-1].lstrip("-").replace(".", "", 1).isdigit():
+                return v[:-1]
+            if v.lstrip("-").isdigit():
+                return v + ".0"
+            if v in ("true", "false"):
+                return v.capitalize()
+            return f'"{v}"'
+        variant("source_literal", lambda new: first_of(new, (str,), source_variant))
     return out
 
 
@@ -245,3 +281,34 @@ def test_irrelevance_verdicts_follow_the_official_no_call_rule(official, cases):
             compared += 1
     print(f"\nBFCL irrelevance: {compared} responses agree with the official no-call rule")
     assert compared >= 6 * 1000
+
+
+# -- random argument values -------------------------------------------------------------------------------------
+_scalars = (st.none() | st.booleans() | st.integers(-5, 5) | st.floats(-3, 3, allow_nan=False).map(lambda x: round(x, 1))
+            | st.text(alphabet="aAbB 1.,-_'\"!xyz", max_size=6))
+_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(st.sampled_from(["a", "b", "min", "max", "size"]), inner, max_size=3),
+                       max_leaves=6)
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_checker_agrees_with_official_on_random_argument_values(official, cases, data):
+    ast_cases = [c for c in cases if c.category not in IRRELEVANCE]
+    case = data.draw(st.sampled_from(ast_cases), label="case")
+    calls = gold_calls(case.meta["functions"], case.meta["answers"], case.meta["language"])
+    call = calls[data.draw(st.integers(0, len(calls) - 1), label="call")]
+    doc = next((f for f in case.meta["functions"] if f["name"] == call.name), {})
+    names = sorted(set(call.parameters) | set(doc.get("parameters", {}).get("properties", {}))) or ["p"]
+    param = data.draw(st.sampled_from(names), label="param")
+    if case.meta["language"] == "python" or data.draw(st.booleans(), label="non-string"):
+        value = data.draw(_values, label="value")
+    else:
+        value = data.draw(st.text(alphabet="0123456789.-LfntrueTFals\"'[]{}(), :newArayLitHhMp<>", max_size=24))
+    call.parameters[param] = value
+    decoded, _ = decode_calls(answer_text("fuzz", calls))
+    assert decoded is not None
+    ours = check(case.meta["functions"], decoded, case.meta["answers"], case.category, case.meta["language"])
+    with contextlib.redirect_stdout(io.StringIO()):
+        theirs, _ = _official_verdict(official, case, decoded)
+    assert (theirs is True) == ours["valid"], (case.id, param, value, ours, theirs)
