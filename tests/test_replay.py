@@ -1,0 +1,174 @@
+"""The replay engine on the tiny random model: prefix sharing and batching change nothing but speed."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from toy_task import ToyTask
+
+from harness.backends.rollout import Rollout
+from harness.models import chat_prompt_ids, load_model
+from harness.replay import (
+    ReplayEngine,
+    ReplayJob,
+    common_prefix_length,
+    full_context_hidden,
+    full_logits_js,
+    leave_one_out,
+    replay_for,
+)
+from tasks.base import Verdict
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny-random", dtype="float32")
+
+
+def _contexts(tok):
+    base = "Write a poem. Rule A: use commas. Rule B: end with 'bye'. Rule C: all lowercase."
+    variants = [base, base.replace(" Rule B: end with 'bye'.", ""), base.replace(" Rule A: use commas.", ""),
+                base + " Rule D: be brief."]
+    return [tuple(chat_prompt_ids(tok, [{"role": "user", "content": v}])) for v in variants]
+
+
+def _responses(n_tokens=(1, 5, 17, 30), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [tuple(torch.randint(0, 256, (n,), generator=g).tolist()) for n in n_tokens]
+
+
+@pytest.mark.parametrize("batch_size,share_prefix,chunk", [(1, True, 1), (3, True, 4), (16, True, 64),
+                                                           (3, False, 7)])
+def test_prefix_shared_batched_replay_equals_brute_force(tiny, batch_size, share_prefix, chunk):
+    ctxs, resps = _contexts(tiny.tokenizer), _responses()
+    jobs = [ReplayJob(c, r) for c in ctxs for r in resps]
+    engine = ReplayEngine(tiny.model, batch_size=batch_size, chunk_size=chunk, share_prefix=share_prefix)
+    hidden = engine.run(jobs)
+    worst, checked = 0.0, 0
+    for r in resps:
+        a = ReplayJob(ctxs[0], r)
+        for c in ctxs[1:]:
+            b = ReplayJob(c, r)
+            q = engine.js(hidden[a], hidden[b])
+            q_ref = full_logits_js(tiny.model, a, b)
+            assert q.shape == (len(r),)
+            worst = max(worst, float((q - q_ref).abs().max()))
+            checked += len(r)
+    print(f"batch={batch_size} share_prefix={share_prefix} chunk={chunk}: {checked} positions, "
+          f"max |q - q_brute| = {worst:.2e}")
+    assert worst <= 1e-5
+    # the contexts do change the predictions (otherwise the test would be vacuous)
+    q = engine.js(hidden[ReplayJob(ctxs[0], resps[-1])], hidden[ReplayJob(ctxs[1], resps[-1])])
+    assert float(q.max()) > 0.01
+
+
+def test_hidden_states_match_full_pass_and_prefix_is_computed_once(tiny):
+    ctxs, resps = _contexts(tiny.tokenizer), _responses((4, 9))
+    jobs = [ReplayJob(c, r) for c in ctxs for r in resps] * 2  # duplicates are computed once
+    engine = ReplayEngine(tiny.model, batch_size=4, share_prefix=True)
+    hidden = engine.run(jobs)
+    assert len(hidden) == len(ctxs) * len(resps)
+    for job, h in hidden.items():
+        assert torch.allclose(h, full_context_hidden(tiny.model, job), atol=1e-5)
+    prefix = common_prefix_length(ctxs)
+    naive = sum(len(j.context) + len(j.response) for j in set(jobs))
+    assert engine.forward_tokens == naive - prefix * (len(set(jobs)) - 1)
+
+
+def test_identical_contexts_give_zero_relevance(tiny):
+    ctx, (resp,) = _contexts(tiny.tokenizer)[0], _responses((12,))
+    engine = ReplayEngine(tiny.model)
+    h = engine.run([ReplayJob(ctx, resp)])[ReplayJob(ctx, resp)]
+    assert torch.equal(engine.js(h, h), torch.zeros(12))
+
+
+@pytest.mark.parametrize("seqs,expected", [([[1, 2, 3], [1, 2, 4]], 2), ([[1, 2], [1, 2, 3]], 2), ([[5], [6]], 0),
+                                           ([[1, 2, 3]], 3), ([], 0)])
+def test_common_prefix_length(seqs, expected):
+    assert common_prefix_length(seqs) == expected
+
+
+def _rollouts(tok, task, texts_per_group):
+    """Rollouts of the toy task with given response texts (token ids from the byte tokenizer)."""
+    examples = task.load()
+    out = []
+    for g, texts in enumerate(texts_per_group):
+        ex = examples[g * 2]  # even ids: three rewards (format, short, letter)
+        prompt = chat_prompt_ids(tok, ex.messages)
+        for text in texts:
+            ids = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
+            r = Rollout(ex, g, prompt, ids, text, False)
+            r.verdicts = task.score(ex, text)
+            out.append(r)
+    return out
+
+
+def test_leave_one_out_replays_exactly_the_varying_pairs_with_blocks(tiny):
+    task, tok = ToyTask(), tiny.tokenizer
+    # group 0: format varies (first char), short varies, letter constant (all have letters)
+    # group 1: every reward constant -> nothing replayed
+    rollouts = _rollouts(tok, task, [["ab", "\x01xyzuvwabc", "cdefghijk", "\x02z"], ["aaaa", "bbbb", "cccc", "dddd"]])
+    rewards = torch.tensor([[v.value for v in r.verdicts] for r in rollouts])
+    group_ids = torch.tensor([r.group for r in rollouts])
+    T = max(len(r.response_ids) for r in rollouts)
+    engine = ReplayEngine(tiny.model, batch_size=3, chunk_size=5)
+    res = leave_one_out(engine, task, tok, rollouts, rewards, group_ids, T)
+    replayed = ~torch.isnan(res.relevance).all(-1)
+    # format (k=0) has a block only when it failed (responses 1 and 3); short (k=1) always has one
+    expected = torch.zeros(8, 3, dtype=torch.bool)
+    expected[1, 0] = expected[3, 0] = True
+    expected[0:4, 1] = True
+    assert torch.equal(replayed, expected)
+    assert res.pairs_replayed == 6 and res.pairs_total == 24
+    for j in range(4):
+        n = len(rollouts[j].response_ids)
+        for k in range(3):
+            if expected[j, k]:
+                row = res.relevance[j, k]
+                assert not torch.isnan(row[:n]).any() and torch.isnan(row[n:]).all()
+                assert float(row[:n].min()) >= 0.0 and float(row[:n].max()) <= 1.0
+    # the same pairs by brute force: P_all and P_\k from the task, whole-model logits
+    r = rollouts[1]
+    ctx = task.replay_contexts(r.example, r.verdicts, [0, 1])
+    a = ReplayJob(tuple(chat_prompt_ids(tok, ctx.all)), tuple(r.response_ids))
+    b = ReplayJob(tuple(chat_prompt_ids(tok, ctx.without[1])), tuple(r.response_ids))
+    assert float((res.relevance[1, 1, :len(r.response_ids)] - full_logits_js(tiny.model, a, b)).abs().max()) <= 1e-5
+
+
+def test_other_requests_fill_their_statistics(tiny):
+    task, tok = ToyTask(), tiny.tokenizer
+    rollouts = _rollouts(tok, task, [["ab", "\x01xyzuvwabc", "cdefghijk", "\x02z"]])
+    rewards = torch.tensor([[v.value for v in r.verdicts] for r in rollouts])
+    group_ids = torch.zeros(4, dtype=torch.long)
+    T = max(len(r.response_ids) for r in rollouts)
+    engine = ReplayEngine(tiny.model)
+    joint = replay_for("joint", engine, task, tok, rollouts, rewards, group_ids, T)
+    cort = replay_for("rubric", engine, task, tok, rollouts, rewards, group_ids, T)
+    opsd = replay_for("teacher", engine, task, tok, rollouts, rewards, group_ids, T)
+    none = replay_for("none", engine, task, tok, rollouts, rewards, group_ids, T)
+    for j, r in enumerate(rollouts):
+        n = len(r.response_ids)
+        assert not torch.isnan(joint.joint_relevance[j, :n]).any()
+        assert not torch.isnan(cort.logprob_delta[j, :n]).any()
+        assert opsd.teacher_hidden[j].shape == (n, tiny.model.config.hidden_size)
+    assert none.relevance is None and none.pairs_replayed == 0 and none.pairs_total == 12
+    with pytest.raises(ValueError, match="known: none, leave_one_out"):
+        replay_for("bogus", engine, task, tok, rollouts, rewards, group_ids, T)
+    assert math.isfinite(float(cort.logprob_delta[0, 0]))
+
+
+def test_verdict_without_block_is_not_replayed(tiny):
+    task, tok = ToyTask(), tiny.tokenizer
+    rollouts = _rollouts(tok, task, [["ab", "abcdefghij"]])
+    for r in rollouts:  # strip every block: nothing can be replayed
+        r.verdicts = [Verdict(v.reward, v.value, v.reason, None) for v in r.verdicts]
+    rewards = torch.tensor([[v.value for v in r.verdicts] for r in rollouts])
+    res = leave_one_out(ReplayEngine(tiny.model), task, tok, rollouts, rewards, torch.zeros(2, dtype=torch.long),
+                        11)
+    assert res.pairs_replayed == 0 and torch.isnan(res.relevance).all()
