@@ -65,11 +65,13 @@ def ifbench_type(
     render: Callable[[dict[str, Any]], str] | str,
     description: str = "",
     required: Iterable[str] | None = None,
+    family: str = FAMILY,
 ) -> Callable[[Callable[..., Any]], Callable[[str, dict[str, Any]], CheckResult]]:
     """Decorator: register ``fn(response, **kwargs)`` as the checker of IFBench type ``cid``.
 
     ``render`` is either a ``str.format`` template over the kwargs or a function of them.
     ``required`` defaults to ``params``: the kwargs the verdict cannot be computed without.
+    ``family`` is "ifbench" unless another family reuses this machinery (MulDimIF does).
     """
     params = tuple(params)
     needed = tuple(params if required is None else required)
@@ -98,7 +100,7 @@ def ifbench_type(
 
         checker.__name__ = fn.__name__
         checker.__doc__ = fn.__doc__
-        register(ConstraintType(id=cid, family=FAMILY, params=params, render=renderer, checker=checker,
+        register(ConstraintType(id=cid, family=family, params=params, render=renderer, checker=checker,
                                 description=description or (fn.__doc__ or "").strip().split("\n")[0]))
         return checker
 

@@ -1,0 +1,353 @@
+"""MulDimIF constraint types (``muldimif:*``): the programmatic checks its natural-language
+constraints are parsed into (:mod:`muldimif_parse`).
+
+Bounds are ``min`` / ``max`` kwargs, either absent (unbounded); ``exact n`` is ``min = max = n``.
+``scope`` is ``"response"`` (the default) or ``"each"`` (every element: table rows, else list
+items, else paragraphs — :func:`muldimif_text.elements`). How words, sentences, paragraphs,
+tables, headings, JSON and XML are read is stated in :mod:`muldimif_text`. These are our reading
+of MulDimIF's constraint forms, not a replica of its official rule list.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tasks.ifollow.constraints import muldimif_text as mt
+from tasks.ifollow.constraints.base import CheckResult
+from tasks.ifollow.constraints.ifbench_common import ifbench_type
+
+FAMILY = "muldimif"
+
+
+def constraint(cid: str, params: tuple[str, ...], render: Any, required: tuple[str, ...] = ()) -> Any:
+    return ifbench_type(cid, params, render, required=required, family=FAMILY)
+
+
+def within(value: float, lo: Any = None, hi: Any = None) -> bool:
+    """lo <= value <= hi, each bound optional."""
+    return (lo is None or value >= float(lo)) and (hi is None or value <= float(hi))
+
+
+def bound_phrase(kw: dict[str, Any], unit: str) -> str:
+    lo, hi = kw.get("min"), kw.get("max")
+    if lo is not None and hi is not None:
+        return f"exactly {lo} {unit}" if lo == hi else f"between {lo} and {hi} {unit}"
+    if lo is not None:
+        return f"at least {lo} {unit}"
+    if hi is not None:
+        return f"at most {hi} {unit}"
+    return f"any number of {unit}"
+
+
+def _scope_text(kw: dict[str, Any]) -> str:
+    return "Each item" if kw.get("scope") == "each" else "The response"
+
+
+def _units(response: str, scope: str | None) -> list[str]:
+    return mt.elements(response) if scope == "each" else [response]
+
+
+# -- content -------------------------------------------------------------------------------------
+def keyword_pattern(keyword: str) -> re.Pattern[str]:
+    """Case-insensitive; word boundaries on a side where the keyword begins/ends with a word character."""
+    k = str(keyword).strip()
+    left = r"\b" if k[:1].isascii() and re.match(r"\w", k[:1]) else ""
+    right = r"\b" if k[-1:].isascii() and re.match(r"\w", k[-1:]) else ""
+    return re.compile(left + re.escape(k) + right, re.IGNORECASE)
+
+
+@constraint("muldimif:keywords:include", ("keywords", "min_count", "scope"),
+            lambda kw: f"{_scope_text(kw)} must include the keyword(s) "
+                       + ", ".join(f"'{k}'" for k in kw["keywords"]) + ".", required=("keywords",))
+def keywords_include(response: str, keywords: list[str], min_count: int = 1, scope: str = "response") -> CheckResult:
+    """Every keyword occurs at least ``min_count`` times (case-insensitive, whole words) in each unit."""
+    spans: list[tuple[int, int]] = []
+    for unit in _units(response, scope):
+        for k in keywords:
+            hits = [m.span() for m in keyword_pattern(k).finditer(unit)]
+            if len(hits) < int(min_count):
+                return CheckResult(False, f"'{k}' found {len(hits)} time(s)", spans)
+            if unit is response:
+                spans += hits
+    return CheckResult(True, "all keywords present", sorted(spans))
+
+
+@constraint("muldimif:keywords:exclude", ("keywords",),
+            lambda kw: "The response must not include " + ", ".join(f"'{k}'" for k in kw["keywords"]) + ".")
+def keywords_exclude(response: str, keywords: list[str]) -> CheckResult:
+    """No keyword occurs (case-insensitive, whole words)."""
+    for k in keywords:
+        m = keyword_pattern(k).search(response)
+        if m:
+            return CheckResult(False, f"'{k}' occurs", [m.span()])
+    return CheckResult(True, "none of the keywords occurs", [])
+
+
+@constraint("muldimif:keywords:unstated", ("text",), lambda kw: str(kw["text"]))
+def keywords_unstated(response: str, text: str) -> CheckResult:
+    """A content constraint that names no keyword ("include the names of key players"): nothing can
+    be matched, so any non-empty response passes (the official rule then holds an empty keyword
+    list, which every text satisfies). Listed by :func:`muldimif_parse.coverage` as unverifiable."""
+    return CheckResult(True, "no keyword stated: not programmatically checkable", [])
+
+
+def _ending(text: str) -> str:
+    """Text with trailing whitespace and Markdown emphasis/closing quotes removed, for end-mark checks."""
+    return text.rstrip().rstrip("*_`\"'”’)] \n\t")
+
+
+@constraint("muldimif:punctuation:ending", ("mark", "scope"),
+            lambda kw: {"response": "The response", "sentence": "Each sentence", "each": "Each item"}
+            .get(kw.get("scope", "response"), "The response") + f" must end with '{kw['mark']}'.",
+            required=("mark",))
+def punctuation_ending(response: str, mark: str, scope: str = "response") -> bool:
+    """The response (or every prose sentence, or every element) ends with ``mark``.
+
+    Trailing whitespace, Markdown emphasis markers, closing quotes and brackets are ignored.
+    """
+    if scope == "sentence":
+        units = mt.sentences(response)
+    elif scope == "each":
+        units = mt.elements(response)
+    else:
+        units = [response]
+    units = [u for u in units if u.strip()]
+    return bool(units) and all(_ending(u).endswith(mark) for u in units)
+
+
+@constraint("muldimif:identifiers:starts_with", ("prefix", "scope"),
+            lambda kw: f"{_scope_text(kw)} must start with '{kw['prefix']}'.", required=("prefix",))
+def starts_with(response: str, prefix: str, scope: str = "response") -> bool:
+    """Each unit, with leading whitespace, '#', '*', '_', '>' and quotes removed, starts with ``prefix``."""
+    return all(u.lstrip(" \t\n#*_>\"'").startswith(str(prefix)) for u in _units(response, scope))
+
+
+@constraint("muldimif:identifiers:name_initial", ("letter",),
+            lambda kw: f"The name must start with the letter '{kw['letter']}'.")
+def name_initial(response: str, letter: str) -> bool:
+    """Lenient reading: some capitalised word of the response starts with ``letter``."""
+    return re.search(r"(?<![\w'])" + re.escape(str(letter).upper()) + r"[\w'’-]*", response) is not None
+
+
+# -- language ------------------------------------------------------------------------------------
+_ASCII_WORD = re.compile(r"(?<![\w'’])[A-Za-z][A-Za-z'’]*")
+
+
+def _uncoded(text: str) -> str:
+    """``text`` without fenced code blocks and inline code."""
+    text = re.sub(r"```.*?(```|$)", " ", text, flags=re.DOTALL)
+    return re.sub(r"`[^`\n]*`", " ", text)
+
+
+@constraint("muldimif:language:capitalized", ("scope",),
+            lambda kw: "Each word in the headings must be capitalized." if kw.get("scope") == "headings"
+            else "Each word of the response must be capitalized.")
+def capitalized(response: str, scope: str = "response") -> CheckResult:
+    """Every Latin-letter word (outside code) starts with an upper-case letter; ``scope="headings"``
+    checks heading lines only (and needs at least one heading)."""
+    if scope == "headings":
+        lines = [h for _, h in mt.headings(response)]
+        if not lines:
+            return CheckResult(False, "no heading", [])
+        text = "\n".join(lines)
+    else:
+        text = _uncoded(response)
+    for m in _ASCII_WORD.finditer(text):
+        if m.group(0)[0].islower():
+            return CheckResult(False, f"'{m.group(0)}' is not capitalized", [])
+    return CheckResult(True, "every word capitalized", [])
+
+
+@constraint("muldimif:language:uppercase", (), "The response must be written in all uppercase letters.")
+def uppercase(response: str) -> bool:
+    """No lower-case letter outside code, and at least one letter."""
+    text = _uncoded(response)
+    return any(ch.isalpha() for ch in text) and not any(ch.islower() for ch in text)
+
+
+@constraint("muldimif:language:lowercase", (), "The response must be written in all lowercase letters.")
+def lowercase(response: str) -> bool:
+    """No upper-case letter outside code, and at least one letter."""
+    text = _uncoded(response)
+    return any(ch.isalpha() for ch in text) and not any(ch.isupper() for ch in text)
+
+
+# Characters that differ between the two scripts (simplified, traditional), common ones only.
+_SIMPLIFIED = set("们个这说为国会来时对学后发经问长见还点体进开关现实与种么爱书东车门马鸟鱼语读写认识让给过动电话样气应该当从业产")
+_TRADITIONAL = set("們個這說為國會來時對學後發經問長見還點體進開關現實與種麼愛書東車門馬鳥魚語讀寫認識讓給過動電話樣氣應該當從業產")
+
+
+@constraint("muldimif:language:chinese", ("variant",),
+            lambda kw: f"The response must be written in {kw['variant'].capitalize()} Chinese.")
+def chinese(response: str, variant: str) -> CheckResult:
+    """At least half the letters are CJK, and the script-specific characters lean to ``variant``.
+
+    ``variant`` is "simplified" or "traditional"; a text with neither kind of marker character
+    passes either (the two scripts share most characters).
+    """
+    ratio = mt.cjk_ratio(response)
+    if ratio < 0.5:
+        return CheckResult(False, f"only {ratio:.0%} of letters are Chinese", [])
+    simp = sum(1 for ch in response if ch in _SIMPLIFIED)
+    trad = sum(1 for ch in response if ch in _TRADITIONAL)
+    ok = trad >= simp if variant == "traditional" else simp >= trad
+    return CheckResult(ok, f"simplified markers {simp}, traditional markers {trad}", [])
+
+
+# -- length --------------------------------------------------------------------------------------
+@constraint("muldimif:length:words", ("min", "max", "scope"),
+            lambda kw: f"{_scope_text(kw)} must contain {bound_phrase(kw, 'words')}.")
+def length_words(response: str, min: int | None = None, max: int | None = None, scope: str = "response") -> bool:
+    """Word count (see muldimif_text) of the response, or of every element, within [min, max]."""
+    return all(within(mt.count_words(u), min, max) for u in _units(response, scope))
+
+
+@constraint("muldimif:length:sentences", ("min", "max", "scope"),
+            lambda kw: f"{_scope_text(kw)} must contain {bound_phrase(kw, 'sentences')}.")
+def length_sentences(response: str, min: int | None = None, max: int | None = None,
+                     scope: str = "response") -> bool:
+    """Prose sentence count of the response, or of every element, within [min, max]."""
+    return all(within(len(mt.sentences(u)), min, max) for u in _units(response, scope))
+
+
+@constraint("muldimif:length:characters", ("min", "max", "scope"),
+            lambda kw: f"{_scope_text(kw)} must contain {bound_phrase(kw, 'characters')}.")
+def length_characters(response: str, min: int | None = None, max: int | None = None,
+                      scope: str = "response") -> bool:
+    """Character count (surrounding whitespace stripped) of the response, or of every element, within [min, max]."""
+    return all(within(len(u.strip()), min, max) for u in _units(response, scope))
+
+
+@constraint("muldimif:length:paragraphs", ("min", "max"),
+            lambda kw: f"The response must contain {bound_phrase(kw, 'paragraphs')}.")
+def length_paragraphs(response: str, min: int | None = None, max: int | None = None) -> bool:
+    """Number of blank-line-separated blocks within [min, max]."""
+    return within(len(mt.paragraphs(response)), min, max)
+
+
+@constraint("muldimif:format:blurb", ("max_words",), "The response should be concise, resembling a short blurb.")
+def blurb(response: str, max_words: int = 100) -> bool:
+    """A blurb: one paragraph of at most ``max_words`` words (default 100)."""
+    return len(mt.paragraphs(response)) == 1 and mt.count_words(response) <= int(max_words)
+
+
+# -- format --------------------------------------------------------------------------------------
+@constraint("muldimif:markdown:heading_level", ("level",),
+            lambda kw: f"The response must include a level {kw['level']} heading.")
+def heading_level(response: str, level: int) -> bool:
+    """Some Markdown heading has exactly this level."""
+    return any(lv == int(level) for lv, _ in mt.headings(response))
+
+
+@constraint("muldimif:markdown:levels_at_least", ("n",),
+            lambda kw: f"The response must use at least {kw['n']} heading levels.")
+def levels_at_least(response: str, n: int) -> bool:
+    """At least ``n`` distinct Markdown heading levels occur."""
+    return len({lv for lv, _ in mt.headings(response)}) >= int(n)
+
+
+@constraint("muldimif:markdown:has_levels", ("levels",),
+            lambda kw: "The response must use heading levels " + " and ".join(map(str, kw["levels"])) + ".")
+def has_levels(response: str, levels: list[int]) -> bool:
+    """Every listed heading level occurs."""
+    present = {lv for lv, _ in mt.headings(response)}
+    return all(int(lv) in present for lv in levels)
+
+
+@constraint("muldimif:markdown:max_level", ("level",),
+            lambda kw: f"Headings must not go deeper than level {kw['level']}.")
+def max_level(response: str, level: int) -> bool:
+    """No Markdown heading is deeper than ``level`` (no heading at all passes)."""
+    return all(lv <= int(level) for lv, _ in mt.headings(response))
+
+
+@constraint("muldimif:markdown:headings", ("min",), lambda kw: "The response must be organised under headings.")
+def has_headings(response: str, min: int = 1) -> bool:
+    """At least ``min`` Markdown headings (default 1)."""
+    return len(mt.headings(response)) >= int(min)
+
+
+@constraint("muldimif:markdown:block_quotes", (), "The response must use Markdown block quotes.")
+def block_quotes(response: str) -> bool:
+    """Some line starts with '>'."""
+    return any(ln.lstrip().startswith(">") for ln in response.split("\n"))
+
+
+@constraint("muldimif:table:rows", ("min", "max", "required"),
+            lambda kw: ("The response must include a table" if kw.get("required") else "Any table")
+            + f" with {bound_phrase(kw, 'rows')}.")
+def table_rows(response: str, min: int | None = None, max: int | None = None, required: bool = True) -> CheckResult:
+    """Every Markdown table has a number of data rows within [min, max]; with ``required`` a table must exist."""
+    found = mt.tables(response)
+    if not found:
+        return CheckResult(not required, "no table" + ("" if required else " (optional)"), [])
+    bad = [len(t.rows) for t in found if not within(len(t.rows), min, max)]
+    return CheckResult(not bad, f"data rows per table: {[len(t.rows) for t in found]}", [])
+
+
+@constraint("muldimif:table:columns", ("min", "max", "required"),
+            lambda kw: ("The response must include a table" if kw.get("required") else "Any table")
+            + f" with {bound_phrase(kw, 'columns')}.")
+def table_columns(response: str, min: int | None = None, max: int | None = None,
+                  required: bool = True) -> CheckResult:
+    """Every Markdown table has a number of header columns within [min, max]; with ``required`` one must exist."""
+    found = mt.tables(response)
+    if not found:
+        return CheckResult(not required, "no table" + ("" if required else " (optional)"), [])
+    bad = [t.n_columns for t in found if not within(t.n_columns, min, max)]
+    return CheckResult(not bad, f"columns per table: {[t.n_columns for t in found]}", [])
+
+
+@constraint("muldimif:list:items", ("min", "max"),
+            lambda kw: f"The list must contain {bound_phrase(kw, 'items')}.")
+def list_items(response: str, min: int | None = None, max: int | None = None) -> bool:
+    """Items = data rows of the first table if any, else list items (0 when neither) within [min, max]."""
+    found = mt.tables(response)
+    n = len(found[0].rows) if found else len(mt.list_items(response))
+    return within(n, min, max)
+
+
+@constraint("muldimif:format:no_bullets", (), "Do not use bullet points.")
+def no_bullets(response: str) -> bool:
+    """No line starts with a bullet marker (-, *, +, •) followed by a space."""
+    return not any(re.match(r"^\s*[-*+•]\s+\S", ln) for ln in response.split("\n"))
+
+
+@constraint("muldimif:format:full_sentences", (), "The response must be written in full sentences.")
+def full_sentences(response: str) -> bool:
+    """No list items, and every prose paragraph ends with '.', '!' or '?' (or a CJK ender)."""
+    if mt.list_items(response):
+        return False
+    paras = mt.paragraphs("\n".join(mt.prose_lines(response)))
+    return bool(paras) and all(_ending(p).endswith((".", "!", "?", "。", "！", "？")) for p in paras)
+
+
+@constraint("muldimif:json:nesting", ("min", "max"),
+            lambda kw: f"The response must include a JSON object with {bound_phrase(kw, 'levels of nesting')}.")
+def json_nesting(response: str, min: int | None = None, max: int | None = None) -> CheckResult:
+    """A JSON object parses from the response (fenced block or balanced braces) and the deepest
+    one's object depth ({} = 1) is within [min, max]."""
+    depths = [mt.object_depth(v) for v in mt.json_values(response) if isinstance(v, (dict, list))]
+    depths = [d for d in depths if d > 0]
+    if not depths:
+        return CheckResult(False, "no JSON object", [])
+    deepest = _max(depths)  # `max` is a parameter name here
+    return CheckResult(within(deepest, min, max), f"object depth {deepest}", [])
+
+
+def _max(values: list[int]) -> int:
+    """The largest value (the checkers' ``max`` parameter shadows the builtin)."""
+    return max(values)
+
+
+@constraint("muldimif:xml:attributes", ("min", "max", "required"),
+            lambda kw: f"Each XML element must have {bound_phrase(kw, 'attributes')}.")
+def xml_attributes(response: str, min: int | None = None, max: int | None = None, required: bool = True) -> CheckResult:
+    """XML start tags' attribute counts: with ``max``, none exceeds it; with ``min``, the largest
+    reaches it. No XML element fails unless the constraint is optional ("if you use XML")."""
+    counts = mt.xml_attribute_counts(response)
+    if not counts:
+        return CheckResult(not required, "no XML element", [])
+    ok = (max is None or all(c <= int(max) for c in counts)) and (min is None or _max(counts) >= int(min))
+    return CheckResult(ok, f"attribute counts {counts[:20]}", [])

@@ -1,0 +1,350 @@
+"""MulDimIF constraint parser: (category, subcategory, text) -> (constraint type id, kwargs).
+
+MulDimIF's ``test.json`` rows carry ``constraints: [[category, subcategory, text], ...]`` in
+natural language; its official evaluation maps each to a programmatic check with parameters read
+from the text. This module does the same with our own rules, one parser per category group
+(chosen by the ``"category_subcategory"`` key, as the official mapping does), each returning
+exactly one check per triple so that rewards stay aligned with the row's constraints. A triple
+that names another aspect too ("no more than 3 rows and 2 columns" under *Row limit*) is read
+for its own category's aspect only.
+
+:func:`constraints_for_row` parses a whole row; a triple no rule understands raises
+:class:`MulDimIFParseError` naming the row and the text. :func:`coverage` reports how many
+triples of a data set parse.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import tasks.ifollow.constraints.muldimif_checks  # noqa: F401  (registers the muldimif:* types)
+
+Parsed = tuple[str, dict[str, Any]]
+
+_NUMBER_WORDS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "twenty": 20,
+    "thirty": 30, "forty": 40, "fifty": 50, "hundred": 100, "single": 1, "once": 1, "twice": 2,
+}
+NUM = r"(\d[\d,]*|" + "|".join(_NUMBER_WORDS) + r")"
+
+
+class MulDimIFParseError(ValueError):
+    """A MulDimIF constraint text that no parsing rule understands."""
+
+
+def to_int(token: str) -> int:
+    token = token.lower().replace(",", "")
+    return int(token) if token.isdigit() else _NUMBER_WORDS[token]
+
+
+_MAX_Q = (r"at most|no more than|not more than|not exceed(?:ing)?|(?:do|does|must|should|will) not exceed|"
+          r"exceed(?:ing)?|(?:a )?maximum(?: length)? of|maximum|up to|limited to(?: only)?|limit(?:ed)? to|"
+          r"no longer than|within|under|(?:a )?total of")
+_STRICT_MAX_Q = r"fewer than|less than"
+_MIN_Q = r"at least|(?:a )?minimum of|no fewer than|no less than|minimum"
+_STRICT_MIN_Q = r"(?<!no )(?<!not )more than"
+_EXACT_Q = r"exactly|precisely|consist(?:s|ing)? of"
+_GAP = r"\W+(?:[a-z]+\W+){0,4}?"  # up to four filler words between a quantifier and its number
+_TAIL = r"\W+(?:[\w'-]+\W+){0,2}?"  # up to two words between the number and the unit
+
+
+def bound(text: str, unit: str) -> dict[str, int] | None:
+    """``{"min": a, "max": b}`` (either may be absent) for a count of ``unit`` stated in ``text``."""
+    t = text.lower()
+    m = re.search(r"(?:between|range of|from)?\s*" + NUM + r"\s*(?:and|to|-|–)\s*" + NUM + _TAIL + unit, t)
+    if m:
+        return {"min": to_int(m.group(1)), "max": to_int(m.group(2))}
+    m = re.search(r"(?:row|column|word|sentence|paragraph) limit of\s+" + NUM, t)
+    if m and re.search(unit, m.group(0)):
+        return {"max": to_int(m.group(1))}
+    found: dict[str, int] = {}
+    for quant, kind in ((_STRICT_MAX_Q, "smax"), (_MAX_Q, "max"), (_STRICT_MIN_Q, "smin"), (_MIN_Q, "min"),
+                        (_EXACT_Q, "exact")):
+        m = re.search(r"\b(?:" + quant + r")" + _GAP + NUM + _TAIL + unit, t)
+        if m:
+            n = to_int(m.group(1))
+            if kind in ("smax", "max") and "max" not in found:
+                found["max"] = n - 1 if kind == "smax" else n
+            elif kind in ("smin", "min") and "min" not in found:
+                found["min"] = n + 1 if kind == "smin" else n
+            elif kind == "exact" and not found:
+                return {"min": n, "max": n}
+    if found:
+        return found
+    m = re.search(r"\b(?:a|one) single\s+" + unit + r"|\bsingle\s+" + unit, t)
+    if m:
+        return {"min": 1, "max": 1}
+    m = re.search(r"\b" + NUM + _TAIL + unit, t)
+    if m and m.group(1) not in ("once", "twice"):
+        n = to_int(m.group(1))
+        return {"min": n, "max": n}
+    return None
+
+
+def _each(text: str) -> bool:
+    return re.search(r"\b(each|every)\b(?! word)", text, re.IGNORECASE) is not None
+
+
+def _fail(text: str, why: str) -> MulDimIFParseError:
+    return MulDimIFParseError(f"{why}: {text!r}")
+
+
+# -- per-category parsers ---------------------------------------------------------------------------
+_QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”|「([^」]+)」|‘([^’]+)’|(?<![\w])'(.+?)'(?=[\s,.;:!?)]|$)")
+
+
+def quoted(text: str) -> list[str]:
+    return [next(g for g in m.groups() if g is not None).strip() for m in _QUOTED.finditer(text)]
+
+
+def parse_keywords(text: str) -> Parsed:
+    at = re.search(r"keywords?|terms?|关键词|關鍵詞|phrase", text, re.IGNORECASE)
+    words = quoted(text[at.start():] if at else text) or quoted(text)
+    if not words:
+        # "include the names of key players", "avoid the mention of pirated content": no keyword
+        # is stated, so nothing can be matched; the official checker's rule then holds no keyword.
+        return "muldimif:keywords:unstated", {"text": text}
+    if re.search(r"\bavoid|must not (?:include|contain|use|mention)|should not (?:include|contain|use|mention)|"
+                 r"\bexclude|\bwithout\b|do not (?:include|use|mention)", text, re.IGNORECASE):
+        return "muldimif:keywords:exclude", {"keywords": words}
+    kw: dict[str, Any] = {"keywords": words}
+    m = re.search(r"at least\s+" + NUM + r"(?:\s+times)?", text, re.IGNORECASE)
+    if m and not re.search(r"\bwords?\b", text[m.end():m.end() + 8], re.IGNORECASE):
+        kw["min_count"] = to_int(m.group(1))
+    if _each(text):
+        kw["scope"] = "each"
+    return "muldimif:keywords:include", kw
+
+
+def parse_punctuation(text: str) -> Parsed:
+    t = text.lower()
+    if "exclamation" in t:
+        mark = "!"
+    elif "question mark" in t:
+        mark = "?"
+    elif "period" in t or "full stop" in t:
+        mark = "."
+    elif "semicolon" in t:
+        mark = ";"
+    elif "colon" in t:
+        mark = ":"
+    else:
+        raise _fail(text, "no ending mark named")
+    kw: dict[str, Any] = {"mark": mark}
+    if re.search(r"\b(each|every)\s+sentence", t):
+        kw["scope"] = "sentence"
+    elif _each(t):
+        kw["scope"] = "each"
+    return "muldimif:punctuation:ending", kw
+
+
+def parse_identifiers(text: str) -> Parsed:
+    words = quoted(text)
+    if not words:
+        raise _fail(text, "no quoted identifier")
+    if re.search(r"\bletter\b", text, re.IGNORECASE):
+        return "muldimif:identifiers:name_initial", {"letter": words[-1]}
+    kw: dict[str, Any] = {"prefix": words[-1]}
+    if _each(text):
+        kw["scope"] = "each"
+    return "muldimif:identifiers:starts_with", kw
+
+
+def parse_markdown(text: str) -> Parsed:
+    t = text.lower()
+    if "block quote" in t or "blockquote" in t:
+        return "muldimif:markdown:block_quotes", {}
+    m = re.search(r"not exceed (?:heading )?level\s+" + NUM, t)
+    if m:
+        return "muldimif:markdown:max_level", {"level": to_int(m.group(1))}
+    levels = [to_int(x) for x in re.findall(r"level[\s-]+" + NUM + r"(?!\s+(?:heading|headings)\s+levels)", t)]
+    m = re.search(r"heading levels\s+" + NUM + r"\s+and\s+" + NUM, t)
+    if m:
+        levels = [to_int(m.group(1)), to_int(m.group(2))]
+    m = re.search(r"(?:at least|exactly|multiple|with)?\s*" + NUM + r"?\s*(?:different\s+)?(?:heading levels|levels of headings?)"
+                  r"|headings with\s+" + NUM + r"\s+levels|multiple heading levels", t)
+    if m and (m.group(1) or m.group(2) or "multiple" in m.group(0)) and len(set(levels)) < 2:
+        n = m.group(1) or m.group(2)
+        return "muldimif:markdown:levels_at_least", {"n": to_int(n) if n else 2}
+    hlevels = sorted({int(x) for x in re.findall(r"\bh([1-6])\b", t)})
+    if len(hlevels) >= 2 and len(set(levels)) < 2:
+        levels = hlevels
+    m = re.search(r"headings? (?:at|with)(?: at least)?\s+" + NUM + r"\s+levels?", t)
+    if m and len(set(levels)) < 2:
+        return "muldimif:markdown:levels_at_least", {"n": to_int(m.group(1))}
+    if len(set(levels)) >= 2:
+        return "muldimif:markdown:has_levels", {"levels": sorted(set(levels))}
+    if levels:
+        return "muldimif:markdown:heading_level", {"level": levels[0]}
+    if "heading" in t or re.search(r"\bsections?\b", t):
+        return "muldimif:markdown:headings", {}
+    raise _fail(text, "no heading requirement found")
+
+
+def _optional_table(t: str) -> bool:
+    return re.search(r"\bif\b|\bany tab|\bwhen\b|if you (?:choose|decide)", t) is not None
+
+
+def parse_table(text: str, prefer: str = "") -> Parsed:
+    t = text.lower()
+    rows, cols = bound(t, r"rows?\b"), bound(t, r"columns?\b")
+    if prefer == "columns" and cols or (cols and not rows):
+        return "muldimif:table:columns", {**cols, "required": not _optional_table(t)}
+    if rows:
+        return "muldimif:table:rows", {**rows, "required": not _optional_table(t)}
+    items = bound(t, r"[a-z][a-z-]*(?:\s+[a-z-]+)?")
+    if items:
+        return "muldimif:list:items", items
+    raise _fail(text, "no row, column or item count")
+
+
+def parse_json(text: str) -> Parsed:
+    t = text.lower()
+    m = re.search(r"(at least|exceed(?:ing)?|at most|no more than|exactly|nesting level of|not exceed)\D*?" + NUM, t)
+    if not m:
+        raise _fail(text, "no nesting bound")
+    n = to_int(m.group(2))
+    q = m.group(1)
+    if q == "at least":
+        return "muldimif:json:nesting", {"min": n}
+    if q in ("exactly", "nesting level of"):
+        return "muldimif:json:nesting", {"min": n, "max": n}
+    return "muldimif:json:nesting", {"max": n}
+
+
+def parse_xml(text: str) -> Parsed:
+    t = text.lower()
+    b = bound(t, r"attributes?")
+    if b is None:
+        m = re.search(r"exactly\s+" + NUM, t)
+        if not m:
+            raise _fail(text, "no attribute count")
+        b = {"min": to_int(m.group(1)), "max": to_int(m.group(1))}
+    return "muldimif:xml:attributes", {**b, "required": not re.search(r"\bif you\b|\bif\b", t)}
+
+
+def parse_text_format(text: str) -> Parsed:
+    t = text.lower()
+    if "bullet" in t:
+        return "muldimif:format:no_bullets", {}
+    if "full sentence" in t:
+        return "muldimif:format:full_sentences", {}
+    raise _fail(text, "unknown text format")
+
+
+def parse_blurb(text: str) -> Parsed:
+    return "muldimif:format:blurb", {"max_words": 100}
+
+
+def parse_chinese(text: str) -> Parsed:
+    traditional = re.search(r"traditional|繁體|繁体", text, re.IGNORECASE) is not None
+    return "muldimif:language:chinese", {"variant": "traditional" if traditional else "simplified"}
+
+
+def parse_english(text: str) -> Parsed:
+    t = text.lower()
+    if re.search(r"upper\s?case|all capital letters|all caps", t):
+        return "muldimif:language:uppercase", {}
+    if re.search(r"lower\s?case", t):
+        return "muldimif:language:lowercase", {}
+    if "capital" in t:
+        return "muldimif:language:capitalized", {"scope": "headings"} if re.search(r"\bheadings?\b", t) else {}
+    if "heading" in t or "markdown" in t:  # a Markdown request filed under English
+        return parse_markdown(text)
+    raise _fail(text, "no English-case requirement")
+
+
+def _length(unit_re: str, cid: str, scoped: bool) -> Callable[[str], Parsed]:
+    def parse(text: str) -> Parsed:
+        b = bound(text, unit_re)
+        if b is None and scoped and bound(text, r"characters?\b"):
+            b = bound(text, r"characters?\b")
+            cid_here = "muldimif:length:characters"
+        else:
+            cid_here = cid
+        if b is None:
+            if "multiple" in text.lower():
+                b = {"min": 2}
+            elif bound(text, r"[a-z][a-z-]*(?:\s+[a-z-]+)?"):  # "at most 10 labeled components"
+                return "muldimif:list:items", bound(text, r"[a-z][a-z-]*(?:\s+[a-z-]+)?")
+            else:
+                raise _fail(text, f"no count for {cid.split(':')[-1]}")
+        if scoped and _each(text):
+            b = {**b, "scope": "each"}
+        return cid_here, b
+
+    return parse
+
+
+_PARSERS: dict[str, Callable[[str], Parsed]] = {}
+for _key in ("Content_Keywords", "Content_Keywords: Must include"):
+    _PARSERS[_key] = parse_keywords
+for _key in ("Content_Punctuation", "Content_Punctuation: Ending punctuation", "Punctuation_Ending punctuation"):
+    _PARSERS[_key] = parse_punctuation
+_PARSERS["Content_Identifiers"] = parse_identifiers
+for _key in ("Format_Markdown", "Format_Markdown: Heading levels", "Markdown_Heading levels", "Markdown_Block quotes",
+             "Format_Markdown: Block quotes"):
+    _PARSERS[_key] = parse_markdown
+for _key in ("Format_Table", "Format_Table: Row limit", "Table_Row limit", "Table_Table"):
+    _PARSERS[_key] = parse_table
+for _key in ("Format_Table: Column limit", "Table_Column limit"):
+    _PARSERS[_key] = lambda text: parse_table(text, prefer="columns")
+for _key in ("Format_Json", "Json_Object nesting levels"):
+    _PARSERS[_key] = parse_json
+for _key in ("Format_XML", "XML_Number of attributes"):
+    _PARSERS[_key] = parse_xml
+_PARSERS["Format_Text"] = parse_text_format
+_PARSERS["Format_Blurb"] = parse_blurb
+for _key in ("Language_Chinese", "Language_Chinese: Simplified", "Language_Chinese: Traditional"):
+    _PARSERS[_key] = parse_chinese
+for _key in ("Language_English", "Language_English: Capitalized", "Language_English: All Uppercase"):
+    _PARSERS[_key] = parse_english
+for _key in ("Length_Words", "Length_Words: At most", "Length_Words: At least", "Length_Words: Range"):
+    _PARSERS[_key] = _length(r"words?\b", "muldimif:length:words", scoped=True)
+for _key in ("Length_Sentences", "Length_Sentences: At least", "Length_Sentences: At most",
+             "Length_Sentences: Range"):
+    _PARSERS[_key] = _length(r"sentences?\b", "muldimif:length:sentences", scoped=True)
+for _key in ("Length_Paragraphs", "Length_Paragraphs: At most", "Length_Paragraphs: At least",
+             "Length_Paragraphs: Range"):
+    _PARSERS[_key] = _length(r"paragraphs?\b", "muldimif:length:paragraphs", scoped=False)
+
+KNOWN_CATEGORIES: tuple[str, ...] = tuple(sorted(_PARSERS))
+
+
+def parse_constraint(category: str, subcategory: str, text: str) -> Parsed:
+    """One MulDimIF triple -> (constraint type id, kwargs). Raises :class:`MulDimIFParseError`."""
+    key = f"{category}_{subcategory}"
+    parser = _PARSERS.get(key)
+    if parser is None:
+        raise MulDimIFParseError(f"unknown MulDimIF category {key!r}; known: {', '.join(KNOWN_CATEGORIES)}")
+    return parser(text)
+
+
+def constraints_for_row(row: dict[str, Any]) -> list[Parsed]:
+    """Every constraint of a ``test.json`` row, in the row's order; errors name the row id."""
+    out = []
+    for i, triple in enumerate(row.get("constraints") or []):
+        try:
+            category, subcategory, text = triple
+            out.append(parse_constraint(category, subcategory, text))
+        except (MulDimIFParseError, ValueError, KeyError) as exc:
+            raise MulDimIFParseError(f"MulDimIF row {row.get('id')!r}, constraint {i}: {exc}") from exc
+    return out
+
+
+def coverage(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many triples parse: ``{"total", "parsed", "by_type", "failures": [(row id, index, text, error)]}``."""
+    total, by_type, failures = 0, Counter(), []
+    for row in rows:
+        for i, triple in enumerate(row.get("constraints") or []):
+            total += 1
+            try:
+                cid, _ = parse_constraint(*triple)
+                by_type[cid] += 1
+            except (MulDimIFParseError, ValueError, KeyError, TypeError) as exc:
+                failures.append((row.get("id"), i, triple[-1] if triple else None, str(exc)))
+    return {"total": total, "parsed": total - len(failures), "by_type": dict(by_type), "failures": failures}

@@ -1,0 +1,207 @@
+"""Structure readers for the MulDimIF checkers: words, sentences, paragraphs, elements, Markdown
+tables and headings, JSON objects and XML elements found in a response.
+
+Decisions (MulDimIF's official checker is a large set of per-phrase rules; these are our reading,
+stated once here and used by every MulDimIF type):
+
+- Words: runs of ``\\w`` characters (IFEval's count), except that each CJK ideograph or kana
+  counts as one word (Chinese and Japanese write no spaces).
+- Sentences: Punkt sentences (:func:`tasks.ifollow.textutil.split_sentences`), each further split
+  after the CJK enders 。！？; Markdown table rows, headings and lines of a code block are not prose
+  and are left out. A heading line counts as no sentence.
+- Paragraphs: non-empty blocks separated by blank lines.
+- Elements ("each X must ..."): the data rows of the first Markdown table if there is one, else
+  the list items (lines starting with ``-``, ``*``, ``+``, ``•`` or ``1.``) if there are any, else
+  the paragraphs.
+- Tables: Markdown pipe tables; a table is a run of lines starting with ``|`` (or containing at
+  least two ``|``) whose second line is a ``---`` separator. Rows are the data rows below the
+  separator; columns are the cells of the header row.
+- Headings: ATX headings ``#``..``######`` followed by a space, outside code blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from tasks.ifollow import textutil
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+\S")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+\S")
+_SEPARATOR_CELL = re.compile(r"^\s*:?-{2,}:?\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def count_words(text: str) -> int:
+    """\\w runs, with every CJK ideograph/kana counted as its own word."""
+    return len(_WORD.findall(text))
+
+
+def cjk_ratio(text: str) -> float:
+    """Share of CJK characters among the letters (``str.isalpha``) of ``text``."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return 0.0
+    return sum(1 for ch in letters if _CJK.match(ch)) / len(letters)
+
+
+def prose_lines(text: str) -> list[str]:
+    """Lines outside code fences that are not table rows or headings."""
+    out, in_code = [], False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_code = not in_code
+            continue
+        if in_code or _HEADING.match(line) or _is_table_line(line):
+            continue
+        out.append(line)
+    return out
+
+
+def sentences(text: str) -> list[str]:
+    """Prose sentences: Punkt, then split after 。！？."""
+    prose = "\n".join(prose_lines(text))
+    out: list[str] = []
+    for s in textutil.split_sentences(prose):
+        out += [p for p in re.split(r"(?<=[。！？])", s) if p.strip()]
+    return out
+
+
+def paragraphs(text: str) -> list[str]:
+    """Non-empty blocks separated by blank lines."""
+    return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+
+
+def headings(text: str) -> list[tuple[int, str]]:
+    """(level, heading line) of every ATX heading outside code fences."""
+    out, in_code = [], False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_code = not in_code
+            continue
+        m = _HEADING.match(line)
+        if m and not in_code:
+            out.append((len(m.group(1)), line.strip()))
+    return out
+
+
+def list_items(text: str) -> list[str]:
+    return [ln.strip() for ln in text.split("\n") if _LIST_ITEM.match(ln)]
+
+
+def _is_table_line(line: str) -> bool:
+    s = line.strip()
+    return s.startswith("|") or s.count("|") >= 2
+
+
+def _cells(line: str) -> list[str]:
+    s = line.strip()
+    s = s.removeprefix("|")
+    s = s.removesuffix("|")
+    return [c.strip() for c in s.split("|")]
+
+
+def _is_separator(line: str) -> bool:
+    cells = _cells(line)
+    return bool(cells) and all(_SEPARATOR_CELL.match(c) for c in cells)
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+
+    @property
+    def n_columns(self) -> int:
+        return len(self.header)
+
+
+def tables(text: str) -> list[Table]:
+    """Every Markdown pipe table (header + separator + data rows) in ``text``."""
+    lines = text.split("\n")
+    out, i = [], 0
+    while i < len(lines) - 1:
+        if _is_table_line(lines[i]) and _is_separator(lines[i + 1]):
+            header = _cells(lines[i])
+            j = i + 2
+            rows = []
+            while j < len(lines) and _is_table_line(lines[j]):
+                if not _is_separator(lines[j]):
+                    rows.append(_cells(lines[j]))
+                j += 1
+            out.append(Table(header, rows))
+            i = j
+        else:
+            i += 1
+    return out
+
+
+def elements(text: str) -> list[str]:
+    """The units an "each X must ..." constraint applies to (see the module docstring)."""
+    found = tables(text)
+    if found and found[0].rows:
+        return [" ".join(cells) for cells in found[0].rows]
+    items = list_items(text)
+    if items:
+        return [re.sub(r"^\s*(?:[-*+•]|\d+[.)])\s+", "", it) for it in items]
+    return paragraphs(text)
+
+
+def _json_candidates(text: str) -> list[str]:
+    blocks = re.findall(r"```(?:json|JSON)?\s*\n(.*?)```", text, re.DOTALL)
+    out = [b for b in blocks if b.strip()]
+    start = text.find("{")
+    while start != -1:  # balanced {...} spans outside strings, scanning left to right
+        depth, in_str, esc = 0, False, False
+        for j in range(start, len(text)):
+            ch = text[j]
+            if in_str:
+                esc = (ch == "\\") and not esc
+                if ch == '"' and not esc:
+                    in_str = False
+                continue
+            if ch == '"':
+                in_str = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    out.append(text[start:j + 1])
+                    break
+        else:
+            break
+        start = text.find("{", j + 1)
+    return out
+
+
+def json_values(text: str) -> list[object]:
+    """Every JSON object or array that parses: fenced blocks first, then balanced ``{...}`` spans."""
+    values = []
+    for cand in _json_candidates(text):
+        try:
+            values.append(json.loads(cand))
+        except (ValueError, RecursionError):
+            continue
+    return values
+
+
+def object_depth(value: object) -> int:
+    """Nesting depth counted in objects: ``{}`` is 1, ``{"a": {}}`` is 2; arrays add no level."""
+    if isinstance(value, dict):
+        return 1 + max((object_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return max((object_depth(v) for v in value), default=0)
+    return 0
+
+
+_XML_TAG = re.compile(r"<([A-Za-z_][\w.\-]*)((?:\s+[A-Za-z_:][\w:.\-]*\s*=\s*(?:\"[^\"]*\"|'[^']*'))*)\s*/?>")
+_XML_ATTR = re.compile(r"[A-Za-z_:][\w:.\-]*\s*=\s*(?:\"[^\"]*\"|'[^']*')")
+
+
+def xml_attribute_counts(text: str) -> list[int]:
+    """Number of attributes of every XML start tag (or empty-element tag) in ``text``."""
+    return [len(_XML_ATTR.findall(m.group(2))) for m in _XML_TAG.finditer(text)]
