@@ -210,3 +210,12 @@ def test_teacher_messages_show_the_reference_as_an_earlier_answer(task, db):
     assert msgs[1]["content"] == msgs[3]["content"] == "Q"
     # the teacher's earlier answer is itself a perfect response
     assert [v.value for v in task.score(ex, msgs[2]["content"])] == [1.0, 1.0, 1.0]
+
+
+def test_question_without_database_is_not_applicable(task):
+    ex = Example(id="x", messages=[{"role": "user", "content": "q"}], reward_names=["format", "executable",
+                 "execution"], meta={"db_path": None, "query": "SELECT 1", "skip_reason": "database 'gone' is missing"})
+    fmt, exe, res = task.score(ex, answer("SELECT 1"))
+    assert fmt.value == 1.0 and math.isnan(exe.value) and math.isnan(res.value)
+    assert exe.block is None and "database 'gone' is missing" in exe.reason
+    assert [v.value for v in task.score(ex, "no sql")] == [0.0, 0.0, 0.0]

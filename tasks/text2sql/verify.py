@@ -11,6 +11,10 @@ Rewards, all in {0, 1} (paper Section 5.1, SQL-R1's checks on a 0/1 scale):
   data, ``bird`` for BIRD). NaN (does not apply) only when the *reference* itself cannot run, which
   training preparation rules out.
 
+Without a database (``meta["db_path"]`` unset: an evaluation split's question on an absent
+database), a response holding SQL gets NaN (no block) for ``executable`` and ``execution``;
+``format`` is still judged, and a response with no SQL still gets 0 for both.
+
 Blocks (Appendix C) come from :mod:`tasks.text2sql.templates`. Spans: format reads the four tags;
 executability reads the executed statement; execution reads the statement's select lists and
 conditions (the whole statement when none are found).
@@ -103,8 +107,11 @@ def score_response(meta: dict[str, Any], response: str, sandbox: Sandbox,
         return [format_v,
                 Verdict("executable", 0.0, reason, block=templates.NO_SQL_BLOCK, detail={"sql": None}),
                 Verdict("execution", 0.0, reason, block=exec_block, detail={"sql": None, "reference": reference})]
-    run = sandbox.run(db_path, found.statement) if db_path else QueryResult(
-        False, error="no database for this question", error_kind="no_database")
+    if not db_path:  # cannot judge: the question's database is absent (evaluation splits keep such rows)
+        why = f"not applicable: {meta.get('skip_reason') or 'no database for this question'}"
+        return [format_v, Verdict("executable", math.nan, why, detail={"sql": found.statement}),
+                Verdict("execution", math.nan, why, detail={"sql": found.statement, "reference": reference})]
+    run = sandbox.run(db_path, found.statement)
     detail: dict[str, Any] = {"sql": found.statement, "extra_statements": found.extra_statements,
                               **{k: v for k, v in run.summary().items() if k != "ok"}}
     if run.ok:
