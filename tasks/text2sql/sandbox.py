@@ -24,7 +24,9 @@ has ``error_kind="sqlite"``. :meth:`Sandbox.run` never raises on the query text.
 
 Only one statement runs: the caller passes the statement it wants run (see
 :func:`tasks.text2sql.sqltext.first_statement`); Python's ``execute`` refuses a second one.
-Connections are cached per thread and per database file.
+Connections are cached per thread (and per process: a forked child opens its own) and per
+database file. ``immutable=1`` means SQLite assumes the file does not change while open: the
+benchmark files never do; a database rewritten in place needs a new :class:`Sandbox`.
 """
 
 from __future__ import annotations
@@ -122,9 +124,10 @@ class Sandbox:
     # -- connections ----------------------------------------------------------------------
     def _connections(self) -> dict[str, tuple[sqlite3.Connection, _Guard]]:
         conns = getattr(self._local, "conns", None)
-        if conns is None:
-            conns = {}
+        if conns is None or getattr(self._local, "pid", None) != os.getpid():
+            conns = {}  # a forked child never reuses its parent's connections
             self._local.conns = conns
+            self._local.pid = os.getpid()
         return conns
 
     def _connect(self, db_path: str) -> tuple[sqlite3.Connection, _Guard]:
