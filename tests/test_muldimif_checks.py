@@ -1,0 +1,164 @@
+"""MulDimIF checkers: hand-computed (response, kwargs, strict, loose) tables for every muldimif:* type."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from tasks.ifollow.constraints.base import check, get_constraint
+from tasks.ifollow.constraints.muldimif import MULDIMIF_IDS
+
+
+def case(cid, response, kwargs, strict, loose=None, note=""):
+    return pytest.param(f"muldimif:{cid}", response, kwargs, strict, strict if loose is None else loose,
+                        id=f"{cid}|{note}")
+
+
+TABLE2 = "| A | B |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |"
+TABLE3 = "| A | B | C |\n|---|---|---|\n| 1 | 2 | 3 |\n| 4 | 5 | 6 |\n| 7 | 8 | 9 |"
+WORDS101 = " ".join(["word"] * 101)
+
+CASES = [
+    case("keywords:include", "I love Pasta dishes.", {"keywords": ["pasta"]}, True, note="case-insensitive"),
+    case("keywords:include", "I love pastas", {"keywords": ["pasta"]}, False, note="whole word"),
+    case("keywords:include", "Wendy's burger", {"keywords": ["Wendy's", "burger"]}, True, note="apostrophe, two"),
+    case("keywords:include", "他是代表。", {"keywords": ["代表"]}, True, note="Chinese substring"),
+    case("keywords:include", "cat and cat", {"keywords": ["cat"], "min_count": 2}, True, note="twice"),
+    case("keywords:include", "cat", {"keywords": ["cat"], "min_count": 2}, False, note="once of two"),
+    case("keywords:include", "- Disney film A\n- Film B", {"keywords": ["Disney"], "scope": "each"}, False, True,
+         note="each item; loose drops the failing one"),
+    case("keywords:include", "- Disney A\n- Disney B", {"keywords": ["Disney"], "scope": "each"}, True,
+         note="each item ok"),
+    case("keywords:exclude", "legal content", {"keywords": ["pirated"]}, True, note="absent"),
+    case("keywords:exclude", "Pirated stuff", {"keywords": ["pirated"]}, False, note="present, case"),
+    case("keywords:exclude", "unpirated", {"keywords": ["pirated"]}, True, note="inside a word"),
+    case("keywords:unstated", "anything", {"text": "include the names of key players"}, True, note="any"),
+    case("keywords:unstated", "x", {"text": "t"}, True, note="short"),
+    case("keywords:unstated", " \n", {"text": "t"}, False, note="blank response"),
+    case("punctuation:ending", "Done.", {"mark": "."}, True, note="period"),
+    case("punctuation:ending", "Done", {"mark": "."}, False, note="none"),
+    case("punctuation:ending", "**Done.**  \n", {"mark": "."}, True, note="emphasis and whitespace"),
+    case("punctuation:ending", "Wow!", {"mark": "!"}, True, note="exclamation"),
+    case("punctuation:ending", "One. Two.", {"mark": ".", "scope": "sentence"}, True, note="each sentence"),
+    case("punctuation:ending", "One. Two?", {"mark": ".", "scope": "sentence"}, False, note="question"),
+    case("punctuation:ending", "- a.\n- b", {"mark": ".", "scope": "each"}, False, True, note="each item; loose drops the last"),
+    case("punctuation:ending", "Done.\nThanks", {"mark": "."}, False, True, note="loose drops last line"),
+    case("identifiers:starts_with", "List of Models: A, B", {"prefix": "List of Models:"}, True, note="prefix"),
+    case("identifiers:starts_with", "## List of Models: A", {"prefix": "List of Models:"}, True, note="after #"),
+    case("identifiers:starts_with", "Models: A", {"prefix": "List of Models:"}, False, note="missing"),
+    case("identifiers:starts_with", "- Example: a\n- b", {"prefix": "Example:", "scope": "each"}, False, True,
+         note="each item; loose drops the last"),
+    case("identifiers:name_initial", "Welcome to Prestige Motors", {"letter": "P"}, True, note="capital P word"),
+    case("identifiers:name_initial", "welcome to motors", {"letter": "P"}, False, note="none"),
+    case("identifiers:name_initial", "the pizza", {"letter": "P"}, False, note="lower-case p"),
+    case("language:capitalized", "Hello World Today", {}, True, note="all capitalised"),
+    case("language:capitalized", "Hello world", {}, False, note="one lower"),
+    case("language:capitalized", "Hello `code here` World 2024", {}, True, note="code and numbers skipped"),
+    case("language:capitalized", "# Big Title\nbody text", {"scope": "headings"}, True, note="headings only"),
+    case("language:capitalized", "no headings", {"scope": "headings"}, False, note="no heading"),
+    case("language:uppercase", "HELLO WORLD", {}, True, note="upper"),
+    case("language:uppercase", "HELLO World", {}, False, note="mixed"),
+    case("language:uppercase", "123", {}, False, note="no letters"),
+    case("language:lowercase", "hello world", {}, True, note="lower"),
+    case("language:lowercase", "Hello", {}, False, note="capital"),
+    case("language:lowercase", "hello `Code`", {}, True, note="inline code skipped"),
+    case("language:chinese", "这是一个测试。", {"variant": "simplified"}, True, note="simplified markers"),
+    case("language:chinese", "這是一個測試。", {"variant": "simplified"}, False, note="traditional text"),
+    case("language:chinese", "This is English", {"variant": "simplified"}, False, note="not Chinese"),
+    case("language:chinese", "這是一個測試", {"variant": "traditional"}, True, note="traditional"),
+    case("length:words", "one two three", {"max": 3}, True, note="3"),
+    case("length:words", "one two three four", {"max": 3}, False, note="4"),
+    case("length:words", "你好世界", {"max": 3}, False, note="each ideograph a word"),
+    case("length:words", "don't", {"min": 2, "max": 2}, True, note="don + t"),
+    case("length:words", "- a b c\n- d e", {"max": 3, "scope": "each"}, True, note="each item"),
+    case("length:words", "- a b c d\n- e", {"max": 3, "scope": "each"}, False, True, note="one item too long; loose drops it"),
+    case("length:sentences", "One. Two.", {"min": 2}, True, note="2"),
+    case("length:sentences", "One.", {"min": 2}, False, note="1"),
+    case("length:sentences", "第一句。第二句。", {"min": 2}, True, note="CJK enders"),
+    case("length:sentences", "# Title\nOne.", {"min": 2}, False, note="heading is no sentence"),
+    case("length:characters", "- abcdefghijklmnop\n- abcdefghijklmnopq", {"min": 15, "scope": "each"}, True,
+         note="each long"),
+    case("length:characters", "- short\n- abcdefghijklmnopq", {"min": 15, "scope": "each"}, False, True, note="short; loose drops it"),
+    case("length:characters", "  abc  ", {"max": 3}, True, note="whitespace stripped"),
+    case("length:paragraphs", "a\n\nb", {"min": 2}, True, note="2"),
+    case("length:paragraphs", "a\nb", {"min": 2}, False, note="one block"),
+    case("length:paragraphs", "a\n\n\n\nb\n\n", {"min": 2, "max": 2}, True, note="extra blank lines"),
+    case("format:blurb", "A short blurb.", {"max_words": 100}, True, note="short"),
+    case("format:blurb", WORDS101, {"max_words": 100}, False, note="101 words"),
+    case("format:blurb", "One.\n\nTwo.", {"max_words": 100}, False, True, note="two paragraphs; loose keeps one"),
+    case("markdown:heading_level", "## Title\ntext", {"level": 2}, True, note="h2"),
+    case("markdown:heading_level", "### Title", {"level": 2}, False, note="h3"),
+    case("markdown:heading_level", "```\n## not a heading\n```", {"level": 2}, False, True, note="in code; loose drops the fence"),
+    case("markdown:heading_level", "##NoSpace", {"level": 2}, False, note="no space"),
+    case("markdown:levels_at_least", "# A\n## B", {"n": 2}, True, note="two levels"),
+    case("markdown:levels_at_least", "## A\n## B", {"n": 2}, False, note="one level"),
+    case("markdown:levels_at_least", "# A\n### C", {"n": 2}, True, note="non-adjacent"),
+    case("markdown:has_levels", "# A\n## B", {"levels": [1, 2]}, True, note="both"),
+    case("markdown:has_levels", "# A\n### B", {"levels": [1, 2]}, False, note="h2 missing"),
+    case("markdown:has_levels", "## B\n# A", {"levels": [1, 2]}, True, note="any order"),
+    case("markdown:max_level", "# A\n## B", {"level": 2}, True, note="within"),
+    case("markdown:max_level", "### C", {"level": 2}, False, note="too deep"),
+    case("markdown:max_level", "no headings", {"level": 2}, True, note="none"),
+    case("markdown:headings", "# A", {}, True, note="one"),
+    case("markdown:headings", "A", {}, False, note="none"),
+    case("markdown:headings", "# A\ntext\n# B", {"min": 2}, True, note="two"),
+    case("markdown:block_quotes", "> quote", {}, True, note="quote"),
+    case("markdown:block_quotes", "no quote", {}, False, note="none"),
+    case("markdown:block_quotes", "text\n  > indented", {}, True, note="indented"),
+    case("table:rows", TABLE2, {"max": 2, "required": True}, True, note="2 rows"),
+    case("table:rows", TABLE3, {"max": 2, "required": True}, False, True, note="3 rows; loose drops one"),
+    case("table:rows", "no table", {"max": 2, "required": True}, False, note="required"),
+    case("table:rows", "no table", {"max": 2, "required": False}, True, note="optional"),
+    case("table:columns", TABLE3, {"min": 3, "max": 3, "required": True}, True, note="3 columns"),
+    case("table:columns", TABLE2, {"min": 3, "max": 3, "required": True}, False, note="2 columns"),
+    case("table:columns", "Intro:\n" + TABLE2, {"max": 2, "required": True}, True, note="after text"),
+    case("list:items", "- a\n- b\n- c", {"max": 3}, True, note="3"),
+    case("list:items", "- a\n- b\n- c\n- d", {"max": 3}, False, True, note="4; loose drops one"),
+    case("list:items", "no list", {"min": 1}, False, note="0 items"),
+    case("json:nesting", '```json\n{"a": {"b": 1}}\n```', {"min": 2}, True, note="depth 2 fenced"),
+    case("json:nesting", '{"a": 1}', {"min": 2}, False, note="depth 1"),
+    case("json:nesting", "no json", {"min": 2}, False, note="none"),
+    case("json:nesting", '{"a": {"b": {"c": 1}}}', {"max": 2}, False, note="depth 3"),
+    case("json:nesting", 'text {"a": {"b": 1}} more', {"min": 2, "max": 2}, True, note="inline"),
+    case("json:nesting", '{"a": ', {"min": 1}, False, note="broken"),
+    case("xml:attributes", '<a x="1" y="2"/>', {"max": 3, "required": True}, True, note="2 <= 3"),
+    case("xml:attributes", '<a w="0" x="1" y="2" z="3">', {"max": 3, "required": True}, False, note="4"),
+    case("xml:attributes", "no xml", {"max": 3, "required": True}, False, note="required"),
+    case("xml:attributes", "no xml", {"max": 3, "required": False}, True, note="optional"),
+    case("xml:attributes", '<i a="1" b="2" c="3" d="4" e="5"/>', {"min": 5, "required": True}, True, note="min 5"),
+    case("format:no_bullets", "Plain text.", {}, True, note="plain"),
+    case("format:no_bullets", "- item", {}, False, note="dash"),
+    case("format:no_bullets", "-5 degrees", {}, True, note="not a bullet"),
+    case("format:full_sentences", "This is one. This is two!", {}, True, note="sentences"),
+    case("format:full_sentences", "- item.", {}, False, note="list"),
+    case("format:full_sentences", "Fragment without end", {}, False, note="no end mark"),
+    case("format:full_sentences", "# Heading\nSentence here.", {}, True, note="heading excluded"),
+]
+
+
+@pytest.mark.parametrize("cid,response,kwargs,strict,loose", CASES)
+def test_table(cid, response, kwargs, strict, loose):
+    assert check(cid, response, kwargs).ok is strict
+    assert check(cid, response, kwargs, loose=True).ok is loose
+
+
+def test_every_type_has_three_cases():
+    counts = Counter(p.values[0] for p in CASES)
+    assert {i: counts[i] for i in MULDIMIF_IDS if counts[i] < 3} == {}
+    assert len(MULDIMIF_IDS) == 28
+
+
+def test_every_type_renders_and_is_family_muldimif():
+    samples = {p.values[0]: p.values[2] for p in CASES}
+    for cid in MULDIMIF_IDS:
+        ctype = get_constraint(cid)
+        assert ctype.family == "muldimif"
+        assert isinstance(ctype.render(samples[cid]), str) and ctype.render(samples[cid])
+
+
+@pytest.mark.parametrize("cid", MULDIMIF_IDS)
+def test_empty_response_fails(cid):
+    kwargs = {p.values[0]: p.values[2] for p in CASES}[cid]
+    assert not check(cid, "", kwargs).ok
+    assert not check(cid, "  \n ", kwargs, loose=True).ok
