@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from tasks.ifollow.constraints import get_constraint
-from tasks.ifollow.template import render_prompt
+from tasks.ifollow.template import ConstrainedPrompt, render_prompt
+
+GeneratedPrompt = ConstrainedPrompt  # the generator's prompts are plain constrained prompts
 
 BASE_REQUESTS: tuple[str, ...] = (
     "Write a short note to a neighbour about a lost cat.",
@@ -88,17 +89,6 @@ END_PHRASES: tuple[str, ...] = (
 SECTION_WORDS: tuple[str, ...] = ("Section", "Part", "Step")
 COMMON_LETTERS: tuple[str, ...] = ("e", "a", "t", "o", "n")
 RARE_LETTERS: tuple[str, ...] = ("q", "z", "x", "j")
-
-
-@dataclass
-class GeneratedPrompt:
-    """One generated prompt: base request, constraints [(id, kwargs)], rendered sentences, text."""
-
-    id: str
-    base: str
-    constraints: list[tuple[str, dict[str, Any]]]
-    sentences: list[str] = field(default_factory=list)
-    prompt: str = ""
 
 
 # -- parameter samplers (in this order: later ones see earlier ones' choices) ------------------
@@ -222,7 +212,8 @@ def sample_types(rng: random.Random, k: int) -> list[str]:
     return chosen
 
 
-def generate_prompt(index: int, seed: int = 0, min_constraints: int = 5, max_constraints: int = 7) -> GeneratedPrompt:
+def generate_prompt(index: int, seed: int = 0, min_constraints: int = 5,
+                    max_constraints: int = 7) -> ConstrainedPrompt:
     """Prompt ``index`` of the generated set for ``seed`` (K uniform in [min, max])."""
     if not 1 <= min_constraints <= max_constraints:
         raise ValueError(f"need 1 <= min_constraints <= max_constraints, got {min_constraints}, {max_constraints}")
@@ -241,10 +232,10 @@ def generate_prompt(index: int, seed: int = 0, min_constraints: int = 5, max_con
         kwargs[i]["forbidden_words"] = [w for w in kwargs[i]["forbidden_words"] if w not in ctx["used_words"]]
     constraints = [(types[i], kwargs[i]) for i in range(len(types))]
     sentences = [get_constraint(cid).render(kw) for cid, kw in constraints]
-    return GeneratedPrompt(id=f"gen-{seed}-{index}", base=base, constraints=constraints, sentences=sentences,
-                           prompt=render_prompt(base, sentences))
+    return ConstrainedPrompt(id=f"gen-{seed}-{index}", base=base, constraints=constraints,
+                             sentences=list(sentences), prompt=render_prompt(base, sentences), source="generated")
 
 
-def generate_prompts(n: int, seed: int = 0, min_constraints: int = 5, max_constraints: int = 7) -> list[GeneratedPrompt]:
+def generate_prompts(n: int, seed: int = 0, min_constraints: int = 5, max_constraints: int = 7) -> list[ConstrainedPrompt]:
     """The first ``n`` prompts of the generated set for ``seed``."""
     return [generate_prompt(i, seed, min_constraints, max_constraints) for i in range(n)]

@@ -20,9 +20,57 @@ CoRT "prompt without its rubric".
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 SEPARATOR = "\n\n"
 JOINER = " "
+
+
+@dataclass
+class ConstrainedPrompt:
+    """A prompt with its constraints.
+
+    ``base`` is the request without constraints and ``sentences[k]`` the text of constraint k
+    inside ``prompt``; both are known for templated prompts (generated, or rows giving them) and
+    may be None for rows that only give the final prompt (then P_\\k cannot be built for k).
+    """
+
+    id: str
+    base: str | None
+    constraints: list[tuple[str, dict[str, Any]]]
+    sentences: list[str | None] = field(default_factory=list)
+    prompt: str = ""
+    source: str = ""
+
+
+def without_constraint(item: ConstrainedPrompt, k: int) -> str | None:
+    """P_\\k as text: the template without constraint k, or None if its text is unknown."""
+    sentences = item.sentences
+    if item.base is not None and all(s is not None for s in sentences) and item.prompt == render_prompt(
+            item.base, sentences):  # type: ignore[arg-type]
+        return render_prompt(item.base, sentences, skip=k)  # type: ignore[arg-type]
+    sentence = sentences[k] if k < len(sentences) else None
+    if not sentence or sentence not in item.prompt:
+        return None
+    i = item.prompt.index(sentence)
+    j = i + len(sentence)
+    if item.prompt[j:j + 1] == JOINER:
+        j += 1
+    elif item.prompt[i - 1:i] == JOINER:
+        i -= 1
+    return item.prompt[:i] + item.prompt[j:]
+
+
+def without_all(item: ConstrainedPrompt) -> str:
+    """The request without any constraint (CoRT's x-): the base, else the prompt minus every known sentence."""
+    if item.base is not None:
+        return item.base.strip()
+    text = item.prompt
+    for sentence in item.sentences:
+        if sentence and sentence in text:
+            text = text.replace(sentence, "", 1)
+    return " ".join(text.split(" ")).strip()
 
 
 def render_prompt(base: str, sentences: Sequence[str], skip: int | None = None) -> str:

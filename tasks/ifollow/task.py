@@ -1,0 +1,159 @@
+"""The instruction-following task (``ifollow``): one binary reward per constraint.
+
+Examples. ``messages = [user: prompt]``; ``meta`` holds ``constraints`` ([id, kwargs] in prompt
+order), ``base`` (the request without constraints, or None), ``sentences`` (each constraint's
+text in the prompt, or None), ``prompt`` and ``source``. ``reward_names`` = ``"c{k}:{id}"``
+(position k, constraint type), so K varies per example (the backend NaN-pads).
+
+Data. ``load(data_dir=None)``: the project's generated prompts (:mod:`tasks.ifollow.generator`;
+5-7 constraints by default, deterministic in ``seed``; the ``train`` split and the
+``dev``/``test`` splits draw disjoint streams). ``data_dir`` a folder/file: HIR-16K JSONL rows;
+``data_dir="hub:sastpg/HIR-16K"``: the hub (needs access).
+
+Rewards. Strict IFEval checking by default (``loose=True`` gives IFEval's loose variant);
+no format reward. A verdict's ``block`` is the constraint's text in the prompt (None when the
+text is not known: that reward then keeps the uniform token assignment), its ``spans`` the
+characters of the response the checker read.
+
+Contexts. The information is in the prompt itself: P_all = the prompt (messages unchanged);
+P_\\k = the same template with constraint k's sentence left out (:mod:`tasks.ifollow.template`);
+CoRT's prompt without rubric = the base request; the joint ablation = (prompt, base request).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tasks.base import DataError, Example, Message, ReplayContexts, RewardSpec, Task, Verdict
+from tasks.ifollow.constraints import check, get_constraint
+from tasks.ifollow.rows import parse_official, prompt_of
+from tasks.ifollow.template import ConstrainedPrompt, without_all, without_constraint
+
+SPLIT_SEEDS = {"train": 0, "dev": 1_000_003, "validation": 1_000_003, "test": 2_000_003}
+DEFAULT_SIZE = 2000
+
+
+def reward_name(k: int, cid: str) -> str:
+    return f"c{k}:{cid}"
+
+
+class InstructionFollowingTask(Task):
+    """Multi-constraint instruction following; every constraint is a binary reward."""
+
+    name = "ifollow"
+    version = "1"
+    format_reward = None
+
+    def __init__(self, min_constraints: int = 5, max_constraints: int = 7, loose: bool = False,
+                 default_size: int = DEFAULT_SIZE):
+        if not 1 <= min_constraints <= max_constraints:
+            raise ValueError(f"need 1 <= min_constraints <= max_constraints, got {min_constraints}, {max_constraints}")
+        self.min_constraints = min_constraints
+        self.max_constraints = max_constraints
+        self.loose = loose
+        self.default_size = default_size
+
+    # -- data -----------------------------------------------------------------------------
+    def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
+             seed: int = 0) -> list[Example]:
+        if data_dir is None:
+            from tasks.ifollow.generator import generate_prompts
+
+            if split not in SPLIT_SEEDS:
+                raise ValueError(f"unknown split {split!r} for generated prompts (known: {', '.join(SPLIT_SEEDS)})")
+            n = self.default_size if limit is None else limit
+            items = generate_prompts(n, seed=seed + SPLIT_SEEDS[split], min_constraints=self.min_constraints,
+                                     max_constraints=self.max_constraints)
+        elif str(data_dir).startswith("hub:"):
+            from tasks.ifollow.hir import load_hub
+
+            items = load_hub(str(data_dir)[4:], split=split, limit=limit)
+        else:
+            from tasks.ifollow.hir import load_local
+
+            items = load_local(data_dir, limit=limit)
+        return [self.example_from_prompt(item) for item in items]
+
+    def example_from_prompt(self, item: ConstrainedPrompt) -> Example:
+        constraints = [[cid, dict(kw)] for cid, kw in item.constraints]
+        sentences = list(item.sentences) + [None] * (len(constraints) - len(item.sentences))
+        return Example(
+            id=item.id,
+            messages=[{"role": "user", "content": item.prompt}],
+            reward_names=[reward_name(k, cid) for k, (cid, _) in enumerate(constraints)],
+            meta={"constraints": constraints, "base": item.base, "sentences": sentences, "prompt": item.prompt,
+                  "source": item.source},
+        )
+
+    def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None) -> Example:
+        """A row in the official form: ``prompt``, ``instruction_id_list``, ``kwargs`` (+ ``key``/``id``)."""
+        path = where or None
+        if not isinstance(row, dict):
+            raise DataError("row must be a JSON object", path=path)
+        prompt = prompt_of(row, path=path, row_no=None)
+        constraints = parse_official(row, path=path, row_no=None)
+        key = row.get("key", row.get("id", ""))
+        base = row.get("base") if isinstance(row.get("base"), str) else None
+        item = ConstrainedPrompt(id=str(key), base=base, constraints=constraints,
+                                 sentences=[None] * len(constraints), prompt=prompt, source="row")
+        return self.example_from_prompt(item)
+
+    def reward_specs(self) -> list[RewardSpec]:
+        return [RewardSpec("c{k}:{constraint id}", 0.0, 1.0, "1 if constraint k of the prompt is satisfied, else 0")]
+
+    # -- verifiers ------------------------------------------------------------------------
+    def score(self, example: Example, response: str) -> list[Verdict]:
+        prompt = example.meta.get("prompt") or example.messages[-1]["content"]
+        sentences = example.meta.get("sentences") or []
+        out = []
+        for k, (cid, kw) in enumerate(example.meta["constraints"]):
+            result = check(cid, response if isinstance(response, str) else "", kw, loose=self.loose, prompt=prompt)
+            block = sentences[k] if k < len(sentences) else None
+            out.append(Verdict(reward=reward_name(k, cid), value=1.0 if result.ok else 0.0, reason=result.reason,
+                               block=block, spans=list(result.spans),
+                               detail={"id": cid, "kwargs": kw, "loose": self.loose}))
+        return out
+
+    def render_constraint(self, cid: str, kwargs: dict[str, Any]) -> str:
+        return get_constraint(cid).render(kwargs)
+
+    # -- contexts -------------------------------------------------------------------------
+    @staticmethod
+    def _item(example: Example) -> ConstrainedPrompt:
+        meta = example.meta
+        return ConstrainedPrompt(id=example.id, base=meta.get("base"),
+                                 constraints=[(c, kw) for c, kw in meta["constraints"]],
+                                 sentences=list(meta.get("sentences") or []),
+                                 prompt=meta.get("prompt") or example.messages[-1]["content"])
+
+    @staticmethod
+    def _with_user_text(example: Example, text: str) -> list[Message]:
+        messages = copy.deepcopy(example.messages)
+        for msg in reversed(messages):
+            if msg.get("role") == "user":
+                msg["content"] = text
+                return messages
+        raise ValueError(f"example {example.id!r} has no user turn")
+
+    def replay_contexts(self, example: Example, verdicts: Sequence[Verdict], rewards: Iterable[int]) -> ReplayContexts:
+        """P_all = the prompt itself; P_\\k = the template without constraint k (only its text goes).
+
+        Constraints whose text in the prompt is unknown are not replayed (left out of ``without``).
+        """
+        item = self._item(example)
+        without: dict[int, list[Message]] = {}
+        for k in rewards:
+            text = without_constraint(item, k)
+            if text is not None:
+                without[k] = self._with_user_text(example, text)
+        return ReplayContexts(all=copy.deepcopy(example.messages), without=without)
+
+    def without_rubric(self, example: Example) -> list[Message]:
+        """CoRT's x-: the base request without any constraint."""
+        return self._with_user_text(example, without_all(self._item(example)))
+
+    def joint_context(self, example: Example, verdicts: Sequence[Verdict]) -> tuple[list[Message], list[Message]]:
+        """(the prompt, the base request alone)."""
+        return copy.deepcopy(example.messages), self.without_rubric(example)
