@@ -129,21 +129,20 @@ def clause_spans(sql: str) -> dict[str, list[tuple[int, int]]]:
     same parenthesis depth; a condition runs from after WHERE, ON or HAVING to the next clause
     keyword at the same depth or the closing parenthesis of its subquery. Never raises.
     """
-    toks = [t for t in tokenize(sql)]
     spans: dict[str, list[tuple[int, int]]] = {"select": [], "conditions": []}
     open_clauses: list[tuple[str, int, int]] = []  # (kind, depth, start offset)
     depth = 0
-    last_code_end: dict[int, int] = {}
+    last_code_end: dict[int, int] = {}  # depth -> end of the last code token seen at that depth
 
     def close(at_depth: int, end: int) -> None:
+        """Close every open clause at ``at_depth`` or deeper, ending at its last code token."""
         while open_clauses and open_clauses[-1][1] >= at_depth:
             kind, d, start = open_clauses.pop()
-            if d == at_depth or d > at_depth:
-                stop = last_code_end.get(d, end)
-                if stop > start:
-                    spans[kind].append((start, stop))
+            stop = last_code_end.get(d, end)
+            if stop > start:
+                spans[kind].append((start, stop))
 
-    for tok in toks:
+    for tok in tokenize(sql):
         if tok.kind in ("ws", "comment"):
             continue
         word = tok.upper if tok.kind == "word" else ""
