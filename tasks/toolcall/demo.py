@@ -143,3 +143,32 @@ def generate(size: int = DEMO_SIZE, seed: int = DEMO_SEED) -> list[dict[str, Any
             "extra_info": {"index": i, "split": split, "demo_kind": kind},
         })
     return rows
+
+
+def write_jsonl(path: str, split: str = "test", responses: str = "reference") -> int:
+    """Write the demo split as ToolRL-layout JSONL rows, each with a ``response`` field.
+
+    ``responses``: ``"reference"`` (the reference answer, which scores format 1 and correctness 3
+    or 0), ``"empty"`` (an empty string) or ``"none"`` (no response field: plain example rows).
+    """
+    import json
+
+    if responses not in ("reference", "empty", "none"):
+        raise ValueError(f"unknown responses mode {responses!r}; known: reference, empty, none")
+    rows = [r for r in generate() if r["extra_info"]["split"] == split]
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in rows:
+            if responses != "none":
+                row = {**row, "response": row["reward_model"]["ground_truth"] if responses == "reference" else ""}
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return len(rows)
+
+
+if __name__ == "__main__":  # python -m tasks.toolcall.demo OUT.jsonl [train|test] [reference|empty|none]
+    import sys
+
+    args = sys.argv[1:]
+    if not args:
+        sys.exit("usage: python -m tasks.toolcall.demo OUT.jsonl [train|test] [reference|empty|none]")
+    n = write_jsonl(args[0], *(args[1:3]))
+    print(f"wrote {n} demo rows to {args[0]}")
