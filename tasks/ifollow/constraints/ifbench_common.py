@@ -17,10 +17,12 @@ Verdict functions return ``bool`` or ``(bool, spans)`` or a full :class:`CheckRe
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tasks.ifollow import textutil
 from tasks.ifollow.constraints.base import CheckResult, ConstraintType, clean_kwargs, register
 
 FAMILY = "ifbench"
@@ -38,6 +40,24 @@ def drop_punct(text: str) -> str:
 def split_words_lower(text: str) -> list[str]:
     """Lower-case, delete ASCII punctuation, split on whitespace (IFBench's ``words:repeats`` words)."""
     return drop_punct(text.lower()).split()
+
+
+@functools.lru_cache(maxsize=512)
+def punkt_sentences(text: str) -> tuple[str, ...]:
+    """Punkt sentences of ``text`` (``nltk.sent_tokenize``), memoised: many checkers read the same response."""
+    return tuple(textutil.split_sentences(text))
+
+
+@functools.lru_cache(maxsize=512)
+def sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """Character spans of the Punkt sentences of ``text``, memoised."""
+    return tuple(textutil.sentence_spans(text))
+
+
+@functools.lru_cache(maxsize=512)
+def treebank_words(text: str) -> tuple[str, ...]:
+    """``nltk.word_tokenize(text)`` offline (Punkt sentences, then Treebank words), memoised."""
+    return tuple(textutil.treebank_words(text))
 
 
 def whole(response: str) -> list[tuple[int, int]]:

@@ -17,6 +17,8 @@ from tasks.ifollow.constraints.ifbench_common import (
     as_int,
     drop_punct,
     ifbench_type,
+    punkt_sentences,
+    treebank_words,
 )
 from tasks.ifollow.constraints.ifbench_lexicon import STOP_WORDS
 
@@ -76,7 +78,7 @@ def stop_words(response: str, percentage: float) -> bool:
 
 
 def _sentence_endings(response: str) -> Counter:
-    return Counter(s[-1] for s in textutil.split_sentences(response) if s)
+    return Counter(s[-1] for s in punkt_sentences(response) if s)
 
 
 @ifbench_type("ratio:sentence_type", (), "Maintain a 2:1 ratio of declarative to interrogative sentences.")
@@ -123,7 +125,7 @@ def person_names(response: str, N: int) -> tuple[bool, list[tuple[int, int]]]:
 
 
 def _trigrams(text: str) -> set[tuple[str, str, str]]:
-    toks = textutil.treebank_words(text)
+    toks = treebank_words(text)
     return {tuple(toks[i:i + 3]) for i in range(len(toks) - 2)}  # type: ignore[misc]
 
 
@@ -197,7 +199,7 @@ def words_japanese(response: str, N: int) -> bool:
 @ifbench_type("count:pronouns", ("N",), "The response should include at least {N} pronouns.")
 def pronouns(response: str, N: int) -> bool:
     """#Treebank tokens of the lower-cased response (with '/' read as a space) in the pronoun list >= N."""
-    tokens = textutil.treebank_words(response.lower().replace("/", " "))
+    tokens = treebank_words(response.lower().replace("/", " "))
     return sum(1 for t in tokens if t in PRONOUNS) >= as_int(N)
 
 

@@ -12,8 +12,12 @@ import re
 import string
 import unicodedata
 
-from tasks.ifollow import textutil
-from tasks.ifollow.constraints.ifbench_common import PUNCT_SPACE, drop_punct, ifbench_type
+from tasks.ifollow.constraints.ifbench_common import (
+    PUNCT_SPACE,
+    drop_punct,
+    ifbench_type,
+    punkt_sentences,
+)
 
 
 def _ascii_fold(text: str) -> str:
@@ -84,7 +88,7 @@ def word_reverse(response: str) -> bool:
     """Lower-cased, punctuation deleted, words reversed: contains 'bald eagle' and is one Punkt sentence."""
     text = drop_punct(response.lower().strip())
     text = " ".join(text.split()[::-1])
-    return "bald eagle" in text and text in textutil.split_sentences(text)
+    return "bald eagle" in text and text in punkt_sentences(text)
 
 
 @ifbench_type("custom:character_reverse", (), _REVERSE_PROMPT.format(unit="letter"))
@@ -97,7 +101,7 @@ def character_reverse(response: str) -> bool:
                                               "with the letters of the alphabet in order.")
 def sentence_alphabet(response: str) -> bool:
     """Exactly 26 Punkt sentences; sentence k starts (after punctuation/whitespace) with letter k, any case."""
-    sentences = textutil.split_sentences(response)
+    sentences = punkt_sentences(response)
     if len(sentences) != 26:
         return False
     for letter, sentence in zip(string.ascii_lowercase, sentences):
@@ -128,14 +132,23 @@ def european_capitals_sort(response: str) -> bool:
                                      '"Count"], the data should be comma delimited. Please generate 7 rows.')
 def csv_city(response: str) -> bool:
     """CSV-parsed: 8 records, header exactly ID,Country,City,Year,Count, every record 5 fields."""
-    rows = list(csv.reader(io.StringIO(response)))
-    return (len(rows) == 8 and rows[0] == ["ID", "Country", "City", "Year", "Count"]
+    rows = _csv_rows(response)
+    return (rows is not None and len(rows) == 8 and rows[0] == ["ID", "Country", "City", "Year", "Count"]
             and all(len(r) == 5 for r in rows[1:]))
 
 
-def _quoted_csv(response: str, delimiter: str) -> list[list[str]]:
+def _csv_rows(text: str, delimiter: str = ",") -> list[list[str]] | None:
+    """CSV records of ``text``, or None when the csv module rejects it (e.g. a bare carriage return
+    inside a field): text that cannot be read as CSV does not satisfy a CSV constraint."""
+    try:
+        return list(csv.reader(io.StringIO(text), delimiter=delimiter))
+    except csv.Error:
+        return None
+
+
+def _quoted_csv(response: str, delimiter: str) -> list[list[str]] | None:
     """CSV records with every '"' tripled first, so that quote characters survive parsing."""
-    return list(csv.reader(io.StringIO(response.replace('"', '"""')), delimiter=delimiter))
+    return _csv_rows(response.replace('"', '"""'), delimiter)
 
 
 @ifbench_type("custom:csv_special_character", (),
@@ -151,7 +164,7 @@ def csv_special_character(response: str) -> bool:
                     r'[ \t]*(Price|"Price"),[ \t]*(Stock|"Stock")$', header):
         return False
     rows = _quoted_csv(response, ",")
-    if len(rows) != 15:
+    if rows is None or len(rows) != 15:
         return False
     for row in rows[1:]:
         if len(row) != 5:
@@ -173,7 +186,7 @@ def csv_quotes(response: str) -> bool:
                     r'(Semester|"Semester")\t *(Score|"Score")$', header):
         return False
     rows = _quoted_csv(response, "\t")
-    if len(rows) != 4:
+    if rows is None or len(rows) != 4:
         return False
     for row in rows:
         if len(row) != 5:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import itertools
 import re
 
-from tasks.ifollow import textutil
 from tasks.ifollow.constraints.ifbench_common import (
     PUNCT,
     PUNCT_SPACE,
     drop_punct,
     ifbench_type,
+    punkt_sentences,
     split_words_lower,
+    treebank_words,
 )
 
 
@@ -110,7 +111,7 @@ def emoji_end(response: str) -> bool:
     when the next sentence starts with an emoji. An empty (punctuation-only) sentence fails.
     Emoji identity follows the ``emoji`` package, as IFBench's does.
     """
-    sentences = [drop_punct(s).strip() for s in textutil.split_sentences(response)]
+    sentences = [drop_punct(s).strip() for s in punkt_sentences(response)]
     for i, s in enumerate(sentences):
         if not s:
             return False
@@ -131,7 +132,7 @@ def sentence_words(response: str) -> bool:
 
     Words: lower-cased, punctuation deleted, whitespace-split (as for ``words:repeats``).
     """
-    sentences = textutil.split_sentences(response)
+    sentences = punkt_sentences(response)
     if len(sentences) != 3 or len({len(s.strip()) for s in sentences}) != 1:
         return False
     words = split_words_lower(" ".join(sentences))
@@ -230,7 +231,7 @@ def no_bullets_bullets(response: str) -> bool:
                 return False
             n_bullets += 1
         elif in_text:
-            found = textutil.split_sentences(line.strip())
+            found = punkt_sentences(line.strip())
             n_sentences += len(found)
             in_text = bool(found)
         else:
@@ -243,7 +244,7 @@ def no_bullets_bullets(response: str) -> bool:
 def title_case(response: str) -> bool:
     """No Treebank token starting with a letter is a one-letter lower-case word, all lower case, or
     a lower-case letter followed by upper case. Minor words are not exempt (official)."""
-    for word in textutil.treebank_words(response):
+    for word in treebank_words(response):
         if not word or not word[0].isalpha():
             continue
         if len(word) == 1:

@@ -11,13 +11,15 @@ import re
 import string
 from collections import Counter
 
-from tasks.ifollow import textutil
 from tasks.ifollow.constraints.ifbench_common import (
     PUNCT_SPACE,
     as_int,
     drop_punct,
     ifbench_type,
+    punkt_sentences,
+    sentence_spans,
     split_words_lower,
+    treebank_words,
 )
 from tasks.ifollow.constraints.ifbench_lexicon import starts_with_verb
 
@@ -28,7 +30,7 @@ _PRIMES = frozenset({2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53,
 
 def _alnum_tokens(text: str) -> list[str]:
     """Treebank tokens that contain at least one letter or digit (punctuation tokens dropped)."""
-    return [t for t in textutil.treebank_words(text) if any(ch.isalnum() for ch in t)]
+    return [t for t in treebank_words(text) if any(ch.isalnum() for ch in t)]
 
 
 @ifbench_type("words:alphabet", (), "Each word must start with the next letter of the alphabet, looping back to "
@@ -94,7 +96,7 @@ def alliteration_increment(response: str) -> bool:
     The first sentence only needs a score >= 0.
     """
     previous = -1
-    for sentence in textutil.split_sentences(response):
+    for sentence in punkt_sentences(response):
         score = _alliteration_run(sentence)
         if score <= previous:
             return False
@@ -120,7 +122,7 @@ def prime_lengths(response: str) -> bool:
                           "tagger: may differ from the official verdict on ambiguous words)")
 def start_verb(response: str) -> bool:
     """The first Treebank token is a verb (lexicon substitute for NLTK's tagger, see ifbench_lexicon)."""
-    tokens = textutil.treebank_words(response)
+    tokens = treebank_words(response)
     return bool(tokens) and starts_with_verb(tokens[0])
 
 
@@ -136,7 +138,7 @@ def repeats(response: str, small_n: int) -> bool:
 def sentence_keyword(response: str, word: str, N: int) -> tuple[bool, list[tuple[int, int]]]:
     """The N-th Punkt sentence contains ``word`` as a whole word (case-insensitive)."""
     n = as_int(N)
-    spans = textutil.sentence_spans(response)
+    spans = sentence_spans(response)
     if n < 1 or len(spans) < n:
         return False, []
     start, end = spans[n - 1]
@@ -165,7 +167,7 @@ def last_first(response: str) -> bool:
     Words are whitespace tokens after stripping punctuation/spaces from the sentence's end (resp.
     start); a sentence with no word fails. A single sentence satisfies it.
     """
-    sentences = textutil.split_sentences(response)
+    sentences = punkt_sentences(response)
     for left, right in itertools.pairwise(sentences):
         last = left.rstrip(PUNCT_SPACE).split()
         first = right.lstrip(PUNCT_SPACE).split()
@@ -189,7 +191,7 @@ def paragraph_last_first(response: str) -> bool:
                                                   "the previous one.")
 def increment(response: str, small_n: int) -> bool:
     """Word counts of consecutive Punkt sentences (punctuation deleted, whitespace-split) rise by exactly small_n."""
-    counts = [len(drop_punct(s).split()) for s in textutil.split_sentences(response)]
+    counts = [len(drop_punct(s).split()) for s in punkt_sentences(response)]
     if not counts:
         return False
     step = as_int(small_n)
@@ -211,7 +213,7 @@ def keywords_specific_position(response: str, keyword: str, n: int, m: int) -> t
     Words are the sentence's Treebank tokens that contain a letter or digit.
     """
     n, m = as_int(n), as_int(m)
-    spans = textutil.sentence_spans(response)
+    spans = sentence_spans(response)
     if n < 1 or len(spans) < n:
         return False, []
     start, end = spans[n - 1]

@@ -6,7 +6,7 @@ stated once here and used by every MulDimIF type):
 
 - Words: runs of ``\\w`` characters (IFEval's count), except that each CJK ideograph or kana
   counts as one word (Chinese and Japanese write no spaces).
-- Sentences: Punkt sentences (:func:`tasks.ifollow.textutil.split_sentences`), each further split
+- Sentences: Punkt sentences (:func:`tasks.ifollow.textutil.split_sentences`, memoised), each further split
   after the CJK enders 。！？; Markdown table rows, headings and lines of a code block are not prose
   and are left out. A heading line counts as no sentence.
 - Paragraphs: non-empty blocks separated by blank lines.
@@ -25,7 +25,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from tasks.ifollow import textutil
+from tasks.ifollow.constraints.ifbench_common import punkt_sentences
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
@@ -65,7 +65,7 @@ def sentences(text: str) -> list[str]:
     """Prose sentences: Punkt, then split after 。！？."""
     prose = "\n".join(prose_lines(text))
     out: list[str] = []
-    for s in textutil.split_sentences(prose):
+    for s in punkt_sentences(prose):
         out += [p for p in re.split(r"(?<=[。！？])", s) if p.strip()]
     return out
 
