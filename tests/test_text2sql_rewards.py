@@ -219,3 +219,8 @@ def test_question_without_database_is_not_applicable(task):
     assert fmt.value == 1.0 and math.isnan(exe.value) and math.isnan(res.value)
     assert exe.block is None and "database 'gone' is missing" in exe.reason
     assert [v.value for v in task.score(ex, "no sql")] == [0.0, 0.0, 0.0]
+
+
+def test_execution_block_drops_a_trailing_semicolon(task, db):
+    block = task.score(example(db, "SELECT name FROM emp ;"), answer("SELECT 1"))[2].block
+    assert block == "The reference query for this question is: SELECT name FROM emp."

@@ -162,3 +162,26 @@ def test_real_spider_database_unchanged():
     sandbox.close()
     assert file_checksum(db) == before
     assert _listing(os.path.dirname(db)) == files
+
+
+def test_every_real_spider_database_unchanged():
+    """Every refusal-type attack on every Spider database; every file's checksum is unchanged."""
+    data = os.environ.get("MRBENCH_DATA_DIR")
+    if not data:
+        pytest.skip("MRBENCH_DATA_DIR is not set (the real Spider databases live there)")
+    root = os.path.join(data, "spider", "database")
+    dbs = sorted(os.path.join(root, d, d + ".sqlite") for d in os.listdir(root)
+                 if os.path.isfile(os.path.join(root, d, d + ".sqlite")))
+    if not dbs:
+        pytest.skip(f"no databases under {root}")
+    before = {db: (file_checksum(db), _listing(os.path.dirname(db))) for db in dbs}
+    fast = [(n, q) for n, q, kinds in ATTACKS if kinds <= {"denied", "sqlite"}]
+    sandbox = Sandbox(LIMITS)
+    for db in dbs:
+        tables = sandbox.run(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").rows
+        table = tables[0][0].replace('"', '""') if tables else "t"
+        for name, sql in fast:
+            assert not sandbox.run(db, sql.replace("emp", f'"{table}"').format(other="/nonexistent/o.db")).ok, name
+    sandbox.close()
+    print(f"\n{len(dbs)} Spider databases x {len(fast)} attacks: all refused, checksums unchanged")
+    assert {db: (file_checksum(db), _listing(os.path.dirname(db))) for db in dbs} == before

@@ -99,7 +99,7 @@ def score_response(meta: dict[str, Any], response: str, sandbox: Sandbox,
     format_v = Verdict("format", 1.0 if fmt.ok else 0.0, fmt.reason, block=templates.FORMAT_BLOCK,
                        spans=fmt.tag_spans, detail={"ok": fmt.ok})
     reference = str(meta.get("query", ""))
-    exec_block = templates.EXECUTION_BLOCK.format(query=reference.strip())
+    exec_block = templates.EXECUTION_BLOCK.format(query=reference.strip().rstrip(";").rstrip())
     found = extract_answer_sql(text)
     db_path = meta.get("db_path")
     if found is None:
