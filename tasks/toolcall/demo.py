@@ -16,7 +16,8 @@ Kinds, by example index ``i`` (so the mix is fixed, not left to chance):
 
 Each prompt lists the needed tools plus 2-4 distractors in a shuffled order. Everything is
 drawn from ``random.Random(seed)`` with a fixed default seed, so the set is identical on every
-machine. Split: ``test`` = indices divisible by 8 (45 examples), ``train`` = the other 315.
+machine. Split by blocks of ten consecutive examples (each block holds every kind): ``test`` =
+the blocks ``i // 10`` divisible by 8 (5 blocks, 50 examples), ``train`` = the other 310.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def generate(size: int = DEMO_SIZE, seed: int = DEMO_SEED) -> list[dict[str, Any
             answer = answer_text(_think(calls), calls)
         tools = _prompt_tools(rng, needed)
         messages = [system_message(tools), history_message(turns)]
-        split = "test" if i % TEST_EVERY == 0 else "train"
+        split = "test" if (i // 10) % TEST_EVERY == 0 else "train"
         rows.append({
             "id": f"demo-{i:04d}",
             "data_source": "mrbench-demo",
