@@ -15,7 +15,8 @@ Semantics (as the official evaluator defines them; re-implemented here, not copi
   quotes removed, cut at the first of ``. , ? ! ' "``, lower-cased.
 - Bullets: lines matching ``^\\s*\\*[^*]`` or ``^\\s*-``; the count must equal N.
 - Highlights: ``*text*`` spans without newline or inner ``*`` with non-blank text, plus
-  ``**text**`` spans the same way (so a bold span counts twice); at least N.
+  ``**text**`` spans the same way (a bold span counts once, through the second rule: the
+  first sees only empty ``**`` pairs in it); at least N.
 - Sections: split on ``\\s?{splitter}\\s?\\d+\\s?``; sections = pieces - 1, at least N.
 - Postscript: ``P.S.`` → ``\\s*p\\.\\s?s\\..*$``, ``P.P.S`` → ``\\s*p\\.\\s?p\\.\\s?s.*$``, other
   markers literally (as a regex), line-anchored at the end, case-insensitive (so "P.P.S."
