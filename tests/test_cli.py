@@ -84,3 +84,13 @@ def test_mrbench_list_shows_every_registered_name():
                  "spider-dev", "spider-syn", "spider-realistic", "spider-dk", "bird-dev", "ifeval", "ifbench",
                  "muldimif"]:
         assert f"  {name} " in out or f"  {name}\n" in out, name
+
+
+def test_eval_command_generates_with_a_model(tmp_path, monkeypatch):
+    monkeypatch.setattr(eval_runner, "make_evaluator", lambda name: ShoutEvaluator())
+    out = tmp_path / "ev"
+    assert cli.main(["eval", "shout-bench", "--model", "tiny-random", "--out", str(out), "--max-new-tokens", "4"]) == 0
+    preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in preds] == ["a", "b"] and all(isinstance(p["response"], str) for p in preds)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["source"] == "model:tiny-random" and summary["cases"] == 2
