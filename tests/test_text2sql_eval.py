@@ -162,3 +162,14 @@ def test_bird_dev_prompts_with_evidence_and_skips_without_databases():
         assert report.summary["n_skipped"] == 1534 and math.isnan(report.summary["execution_accuracy"])
         assert "dev_databases" in report.skipped[0]["reason"]
     assert {c.category for c in cases} == {"simple", "moderate", "challenging"}
+
+
+def test_spider_test_split_when_the_user_has_it(tmp_path):
+    make_db(tmp_path / "spider" / "test_database")
+    (tmp_path / "spider" / "test.json").write_text(json.dumps(
+        [{"db_id": "toy", "question": "How many?", "query": "SELECT count(*) FROM emp"}]))
+    ev = EVALUATORS.get("spider-test")()
+    cases = ev.cases(str(tmp_path / "spider"))  # the benchmark folder itself also works
+    assert cases[0].meta["db_path"].endswith(os.path.join("test_database", "toy", "toy.sqlite"))
+    report = ev.score(cases, {cases[0].id: answer("SELECT count(id) FROM emp")})
+    assert report.summary["execution_accuracy"] == 1.0
