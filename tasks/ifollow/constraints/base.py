@@ -76,6 +76,8 @@ def _run(ctype: ConstraintType, text: str, kwargs: dict[str, Any]) -> CheckResul
         return CheckResult(False, f"checker error ({type(exc).__name__}: {exc})")
     if not isinstance(result, CheckResult):
         return CheckResult(bool(result), "")
+    n = len(text)  # spans are clamped to the text, whatever a checker reports
+    result.spans = [(min(max(int(s), 0), n), min(max(int(e), int(s), 0), n)) for s, e in result.spans]
     return result
 
 

@@ -81,7 +81,7 @@ def _starts_with(r: str, kw: dict[str, Any]) -> CheckResult:
     phrase = str(kw.get("phrase", "")).strip().lower()
     off = len(r) - len(r.lstrip())
     ok = bool(phrase) and r.strip().lower().startswith(phrase)
-    return CheckResult(ok, f"{'starts' if ok else 'does not start'} with {phrase!r}", [(off, off + len(phrase))])
+    return CheckResult(ok, f"{'starts' if ok else 'does not start'} with {phrase!r}", [(off, min(len(r), off + len(phrase)))])
 
 
 def _ends_with_question(r: str, kw: dict[str, Any]) -> CheckResult:
