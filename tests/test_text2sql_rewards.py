@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sqlite3
 
 import pytest
 from text2sql_fixtures import answer, make_db
@@ -10,6 +11,8 @@ from text2sql_fixtures import answer, make_db
 from tasks.base import Example
 from tasks.text2sql import templates
 from tasks.text2sql.match import bird_results_match, spider_results_match
+from tasks.text2sql.refcache import ReferenceCache
+from tasks.text2sql.sandbox import Sandbox
 from tasks.text2sql.task import Text2SQLTask
 
 
@@ -224,3 +227,24 @@ def test_question_without_database_is_not_applicable(task):
 def test_execution_block_drops_a_trailing_semicolon(task, db):
     block = task.score(example(db, "SELECT name FROM emp ;"), answer("SELECT 1"))[2].block
     assert block == "The reference query for this question is: SELECT name FROM emp."
+
+
+def test_disk_cache_round_trips_values_and_follows_the_file_bytes(tmp_path):
+    db = str(make_db(tmp_path / "dbs"))
+    sql = "SELECT name, salary, bonus, x'00ff', 2 FROM emp ORDER BY id"
+    first = ReferenceCache(Sandbox(), disk_dir=tmp_path / "cache")
+    fresh = first.get(db, sql)
+    assert first.misses == 1 and fresh.ok
+    again = ReferenceCache(Sandbox(), disk_dir=tmp_path / "cache")
+    cached = again.get(db, sql)
+    assert (again.disk_hits, again.misses) == (1, 0)
+    assert cached.rows == fresh.rows and [type(v) for v in cached.rows[1]] == [str, float, type(None), bytes, int]
+    assert again.get(db, "SELECT * FROM nope").error_kind == "sqlite"  # errors are cached too
+    # a database with other bytes at another path does not share entries
+    other = make_db(tmp_path / "other")
+    conn = sqlite3.connect(other)
+    conn.execute("UPDATE emp SET name = 'Zed' WHERE id = 1")
+    conn.commit()
+    conn.close()
+    third = ReferenceCache(Sandbox(), disk_dir=tmp_path / "cache")
+    assert third.get(str(other), sql).rows[0][0] == "Zed" and third.misses == 1

@@ -40,10 +40,11 @@ from typing import Any
 from tasks.base import DataError, Example, Message, RewardSpec, Task, Verdict
 from tasks.text2sql import templates
 from tasks.text2sql.data import Record, load_records, resolve_layout
+from tasks.text2sql.refcache import ReferenceCache
 from tasks.text2sql.sandbox import Sandbox, SandboxLimits
 from tasks.text2sql.schema import schema_from_database, schema_from_tables_entry
 from tasks.text2sql.sqltext import normalize_for_match
-from tasks.text2sql.verify import REWARD_NAMES, ReferenceCache, score_response
+from tasks.text2sql.verify import REWARD_NAMES, score_response
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +60,14 @@ class Text2SQLTask(Task):
     block_order = tuple(REWARD_NAMES)  # the paper gives no other order for this task
 
     def __init__(self, max_prompt_tokens: int = 4096, sample_rows: int = 0, tokenizer: Any = None,
-                 limits: SandboxLimits | None = None, filter_splits: Sequence[str] = ("train",)) -> None:
+                 limits: SandboxLimits | None = None, filter_splits: Sequence[str] = ("train",),
+                 cache_dir: str | None = None) -> None:
         self.max_prompt_tokens = max_prompt_tokens
         self.sample_rows = sample_rows
         self.tokenizer = tokenizer
         self.filter_splits = tuple(filter_splits)
         self.sandbox = Sandbox(limits)
-        self.reference_cache = ReferenceCache(self.sandbox)
+        self.reference_cache = ReferenceCache(self.sandbox, disk_dir=cache_dir)
         self.last_load_report: dict[str, Any] = {}
 
     # -- prompts --------------------------------------------------------------------------

@@ -19,63 +19,25 @@ Blocks (Appendix C) come from :mod:`tasks.text2sql.templates`. Spans: format rea
 executability reads the executed statement; execution reads the statement's select lists and
 conditions (the whole statement when none are found).
 
-Reference results are computed once per (database file, size, mtime, normalised query) and kept
-in memory (:class:`ReferenceCache`).
+Reference results are computed once per question and kept (:mod:`tasks.text2sql.refcache`).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import threading
 from typing import Any
 
 from tasks.base import Verdict
 from tasks.text2sql import templates
 from tasks.text2sql.extract import FoundSQL, check_format, extract_answer_sql
 from tasks.text2sql.match import results_match
-from tasks.text2sql.sandbox import QueryResult, Sandbox, SandboxLimits
+from tasks.text2sql.refcache import ReferenceCache
+from tasks.text2sql.sandbox import QueryResult, Sandbox
 from tasks.text2sql.sqltext import clause_spans, normalize_for_match, order_matters
 
 REWARD_NAMES = ["format", "executable", "execution"]
-REFERENCE_LIMITS = SandboxLimits(timeout_s=60.0, max_rows=2_000_000, max_bytes=1 << 30)
 
-
-class ReferenceCache:
-    """Reference results keyed by database file identity and normalised query (thread-safe)."""
-
-    def __init__(self, sandbox: Sandbox, limits: SandboxLimits = REFERENCE_LIMITS) -> None:
-        self.sandbox = sandbox
-        self.limits = limits
-        self._store: dict[tuple[Any, ...], QueryResult] = {}
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    @staticmethod
-    def _key(db_path: str, sql: str) -> tuple[Any, ...]:
-        try:
-            st = os.stat(db_path)
-            ident: tuple[Any, ...] = (os.path.abspath(db_path), st.st_size, st.st_mtime_ns)
-        except OSError:
-            ident = (os.path.abspath(db_path), None, None)
-        return ident + (sql,)
-
-    def get(self, db_path: str, normalized_sql: str) -> QueryResult:
-        key = self._key(db_path, normalized_sql)
-        with self._lock:
-            hit = self._store.get(key)
-        if hit is not None:
-            self.hits += 1
-            return hit
-        self.misses += 1
-        result = self.sandbox.run(db_path, normalized_sql, self.limits)
-        with self._lock:
-            self._store[key] = result
-        return result
-
-    def __len__(self) -> int:
-        return len(self._store)
+__all__ = ["REWARD_NAMES", "ReferenceCache", "execution_spans", "score_response"]
 
 
 def _shift(spans: list[tuple[int, int]], offset: int) -> list[tuple[int, int]]:
