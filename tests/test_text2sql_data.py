@@ -151,3 +151,27 @@ def test_real_dev_example_holds_what_the_verifier_needs():
     assert ex.messages[0]["role"] == "system" and "<think>" in ex.messages[0]["content"]
     assert ex.meta["question"] in ex.messages[1]["content"]
     assert [v.value for v in task.score(ex, answer(ex.meta["query"]))] == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.slow
+def test_token_counts_with_a_real_tokenizer_match_the_approximation():
+    """The embedded SmolLM2 tokenizer (chat template) against ceil(chars / 3) on 200 training prompts."""
+    data = _data_dir()
+    from harness.models import ModelError, smollm2_gguf_path
+
+    try:
+        gguf = smollm2_gguf_path()
+    except ModelError as exc:
+        pytest.skip(str(exc))
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    exact = Text2SQLTask(tokenizer=tok)
+    examples = exact.load("train", data, limit=200, seed=0)
+    assert exact.last_load_report["token_count"] == "tokenizer"
+    approx = Text2SQLTask()
+    ratios = [approx.count_tokens(e.messages) / exact.count_tokens(e.messages) for e in examples]
+    mean = sum(ratios) / len(ratios)
+    print(f"\napprox / exact token count over {len(ratios)} prompts: mean {mean:.3f}, "
+          f"min {min(ratios):.3f}, max {max(ratios):.3f}")
+    assert 0.8 < mean < 1.25
