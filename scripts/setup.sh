@@ -26,6 +26,8 @@ if [ "$DEV" = 1 ]; then
   $PIP install -q -e ".[dev,lora]"
   # The official IFEval code (inside lm-eval) for the differential checker tests only.
   $PIP install -q --no-deps "lm-eval==0.4.13" "immutabledict==4.3.1"
+  # IFBench's official checker code as packaged in lighteval, for the IFBench differential tests only.
+  $PIP install -q --no-deps "lighteval==0.13.0"
 else
   $PIP install -q -e .
 fi
