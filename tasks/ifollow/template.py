@@ -51,15 +51,20 @@ def without_constraint(item: ConstrainedPrompt, k: int) -> str | None:
             item.base, sentences):  # type: ignore[arg-type]
         return render_prompt(item.base, sentences, skip=k)  # type: ignore[arg-type]
     sentence = sentences[k] if k < len(sentences) else None
-    if not sentence or sentence not in item.prompt:
+    return _remove(item.prompt, sentence)
+
+
+def _remove(text: str, sentence: str | None) -> str | None:
+    """``text`` without the first occurrence of ``sentence`` and one adjacent space; None if absent."""
+    if not sentence or sentence not in text:
         return None
-    i = item.prompt.index(sentence)
+    i = text.index(sentence)
     j = i + len(sentence)
-    if item.prompt[j:j + 1] == JOINER:
+    if text[j:j + 1] == JOINER:
         j += 1
-    elif item.prompt[i - 1:i] == JOINER:
+    elif text[i - 1:i] == JOINER:
         i -= 1
-    return item.prompt[:i] + item.prompt[j:]
+    return text[:i] + text[j:]
 
 
 def without_all(item: ConstrainedPrompt) -> str:
@@ -68,9 +73,8 @@ def without_all(item: ConstrainedPrompt) -> str:
         return item.base.strip()
     text = item.prompt
     for sentence in item.sentences:
-        if sentence and sentence in text:
-            text = text.replace(sentence, "", 1)
-    return " ".join(text.split(" ")).strip()
+        text = _remove(text, sentence) or text
+    return text.strip()
 
 
 def render_prompt(base: str, sentences: Sequence[str], skip: int | None = None) -> str:
