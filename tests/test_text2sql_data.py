@@ -175,3 +175,24 @@ def test_token_counts_with_a_real_tokenizer_match_the_approximation():
     print(f"\napprox / exact token count over {len(ratios)} prompts: mean {mean:.3f}, "
           f"min {min(ratios):.3f}, max {max(ratios):.3f}")
     assert 0.8 < mean < 1.25
+
+
+def test_hub_dataset_rows_use_local_databases(toy_root, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    calls = []
+
+    def fake_load_dataset(repo, split):
+        calls.append((repo, split))
+        return [{"db_id": "toy", "question": "Names?", "query": "SELECT name FROM emp"},
+                {"db_id": "gone", "question": "Lost?", "query": "SELECT 1"}]
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    task = Text2SQLTask()
+    examples = task.load("hf:someone/spider:train", str(toy_root))
+    assert calls == [("someone/spider", "train")]
+    assert [e.meta["db_id"] for e in examples] == ["toy"]  # a train split is filtered
+    assert task.last_load_report["missing_database"] == 1
+    dev = task.load("hf:someone/spider", str(toy_root))
+    assert calls[-1] == ("someone/spider", "validation") and len(dev) == 2
+    assert "hub datasets carry no databases" in dev[1].meta["skip_reason"]
+    assert [v.value for v in task.score(examples[0], answer("SELECT name FROM emp"))] == [1.0, 1.0, 1.0]

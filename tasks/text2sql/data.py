@@ -16,6 +16,9 @@ spider-dk          spider-dk/Spider-DK.json                spider-dk/database, t
 bird-dev           bird/dev.json (SQL, evidence)           bird/dev_databases
 =================  ======================================  ===================================
 
+Hub datasets (``hf:<repo>[:<split>]``, e.g. ``hf:xlangai/spider:train``) are read with the
+``datasets`` package; their databases are looked up under ``data_dir``.
+
 A question whose database file is absent keeps ``db_path=None`` and a ``skip_reason``; callers
 report and skip it (never count it right or wrong). A malformed row raises
 :class:`tasks.base.DataError` naming the file and row.
@@ -137,7 +140,10 @@ def _tables(folder: str, names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 
 
 def load_records(name: str, data_dir: str | None) -> list[Record]:
-    """Every question of a split/benchmark, with its database resolved (or a skip reason)."""
+    """Every question of a split/benchmark, with its database resolved (or a skip reason).
+    ``name`` may also be a hub dataset, ``hf:<repo>[:<split>]`` (:func:`load_hub_records`)."""
+    if name.startswith(HUB_PREFIX):
+        return load_hub_records(name, data_dir)
     layout = resolve_layout(name)
     folder = benchmark_folder(layout, data_dir)
     path = os.path.join(folder, layout.questions)
@@ -169,5 +175,54 @@ def load_records(name: str, data_dir: str | None) -> list[Record]:
         if rec.db_path is None:
             rec.skip_reason = f"database {db_id!r} is missing (looked for {db_id}/{db_id}.sqlite in " \
                               f"{', '.join(dict.fromkeys(db_dirs))})"
+        records.append(rec)
+    return records
+
+
+#: Database folders searched under a dataset root for rows that name only a ``db_id``
+#: (``mrbench score`` rows, hub datasets).
+DB_DIRS = ("spider/database", "spider-dk/database", "bird/dev_databases", "database", "dev_databases",
+           "test_database", "spider/test_database")
+
+
+def find_database(data_dir: str, db_id: str) -> str | None:
+    """``<dir>/<db_id>/<db_id>.sqlite`` for the known database folders under ``data_dir``, or the root."""
+    return database_path([os.path.join(data_dir, sub) for sub in DB_DIRS + ("",)], db_id)
+
+
+HUB_PREFIX = "hf:"
+
+
+def load_hub_records(spec: str, data_dir: str | None) -> list[Record]:
+    """Questions from a Hugging Face hub dataset: ``hf:<repo>[:<split>]`` (split ``validation`` when
+    omitted), e.g. ``hf:xlangai/spider:train``. Rows need ``db_id``, a question (``question``) and a
+    reference (``query`` or ``SQL``; ``evidence`` is read when present). Hub datasets carry no
+    databases: they are looked up under ``data_dir`` (:data:`DB_DIRS`), else the question is kept
+    with a skip reason. Needs the ``datasets`` package and access to the hub (or its local cache)."""
+    body = spec[len(HUB_PREFIX):]
+    repo, _, split = body.partition(":")
+    if not repo:
+        raise ValueError(f"hub dataset spec {spec!r} names no dataset; expected hf:<repo>[:<split>]")
+    try:
+        import datasets
+    except ImportError as exc:
+        raise ImportError("hub datasets need the 'datasets' package: pip install 'mrbench[hub]'") from exc
+    rows = datasets.load_dataset(repo, split=split or "validation")
+    name = f"hf-{repo.replace('/', '-')}-{split or 'validation'}"
+    records: list[Record] = []
+    for i, row in enumerate(rows):
+        row = dict(row)
+        query = row.get("query") if row.get("query") is not None else row.get("SQL")
+        for key, value in (("db_id", row.get("db_id")), ("question", row.get("question")), ("query", query)):
+            if not isinstance(value, str) or not value.strip():
+                raise DataError(f"missing or empty string field {key!r}", path=spec, row=i)
+        db_id = row["db_id"]
+        rec = Record(id=f"{name}-{i}", benchmark="bird-hub" if "SQL" in row and "query" not in row else name,
+                     db_id=db_id, question=row["question"], query=query, evidence=str(row.get("evidence") or ""),
+                     source=spec, row=i)
+        rec.db_path = find_database(data_dir, db_id) if data_dir else None
+        if rec.db_path is None:
+            rec.skip_reason = f"database {db_id!r} is missing (hub datasets carry no databases; point data_dir at " \
+                              f"a folder holding {DB_DIRS[0]}/<db_id>/<db_id>.sqlite)"
         records.append(rec)
     return records

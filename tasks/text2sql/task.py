@@ -1,8 +1,9 @@
 """The text-to-SQL task (paper Section 5.1): Spider training, three binary rewards, SQLite sandbox.
 
 ``Text2SQLTask().load(split, data_dir, limit, seed)`` reads the official layouts
-(:mod:`tasks.text2sql.data`; ``split`` is ``train``/``dev``/``test`` or a benchmark name such as
-``spider-syn`` or ``bird-dev``). There is no built-in data: ``data_dir=None`` raises an error
+(:mod:`tasks.text2sql.data`; ``split`` is ``train``/``dev``/``test``, a benchmark name such as
+``spider-syn`` or ``bird-dev``, or a hub dataset ``hf:<repo>[:<split>]`` whose databases are under
+``data_dir``). There is no built-in data: ``data_dir=None`` raises an error
 saying where to point it.
 
 Training preparation (``split`` in ``filter_splits``, by default only ``train``) drops, and counts
@@ -32,14 +33,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import random
 from collections.abc import Sequence
 from typing import Any
 
 from tasks.base import DataError, Example, Message, RewardSpec, Task, Verdict
 from tasks.text2sql import templates
-from tasks.text2sql.data import Record, load_records, resolve_layout
+from tasks.text2sql.data import DB_DIRS, HUB_PREFIX, Record, find_database, load_records, resolve_layout
 from tasks.text2sql.refcache import ReferenceCache
 from tasks.text2sql.sandbox import Sandbox, SandboxLimits
 from tasks.text2sql.schema import schema_from_database, schema_from_tables_entry
@@ -109,13 +109,17 @@ class Text2SQLTask(Task):
     # -- data -----------------------------------------------------------------------------
     def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
              seed: int = 0) -> list[Example]:
-        layout = resolve_layout(split)
-        records = load_records(layout.name, data_dir)
+        if split.startswith(HUB_PREFIX):  # hf:<repo>[:<split>]
+            name = split
+            filtering = (split[len(HUB_PREFIX):].partition(":")[2] or "validation") in self.filter_splits
+        else:
+            name = resolve_layout(split).name
+            filtering = split in self.filter_splits or name in self.filter_splits
+        records = load_records(name, data_dir)
         if limit is not None:
             records = list(records)
             random.Random(seed).shuffle(records)
-        filtering = split in self.filter_splits or layout.name in self.filter_splits
-        report: dict[str, Any] = {"split": layout.name, "questions": len(records), "missing_database": 0,
+        report: dict[str, Any] = {"split": name, "questions": len(records), "missing_database": 0,
                                   "reference_failed": 0, "too_long": 0, "filtered": filtering,
                                   "max_prompt_tokens": self.max_prompt_tokens,
                                   "token_count": "tokenizer" if self.tokenizer is not None
@@ -136,7 +140,7 @@ class Text2SQLTask(Task):
         report["skipped_missing_database"] = sum(1 for e in examples if e.meta.get("skip_reason"))
         self.last_load_report = report
         log.info("text2sql %s: %d kept; dropped %d (missing database), %d (reference fails), %d (prompt > %d "
-                 "tokens)", layout.name, len(examples), report["missing_database"], report["reference_failed"],
+                 "tokens)", name, len(examples), report["missing_database"], report["reference_failed"],
                  report["too_long"], self.max_prompt_tokens)
         return examples
 
@@ -193,15 +197,3 @@ class Text2SQLTask(Task):
         return [dict(m) for m in system] + [dict(m) for m in rest] + [
             {"role": "assistant", "content": solution}] + [dict(m) for m in rest]
 
-
-DB_DIRS = ("spider/database", "spider-dk/database", "bird/dev_databases", "database", "dev_databases",
-           "test_database", "spider/test_database")
-
-
-def find_database(data_dir: str, db_id: str) -> str | None:
-    """``<dir>/<db_id>/<db_id>.sqlite`` for the known database folders under ``data_dir``, or the root."""
-    for sub in DB_DIRS + ("",):
-        path = os.path.join(data_dir, sub, db_id, db_id + ".sqlite")
-        if os.path.isfile(path):
-            return path
-    return None
