@@ -63,7 +63,11 @@ HAND = [
     ("250", 0, "words:prime_lengths", True, True),  # 'Nerve': 5
     ("251", 0, "words:prime_lengths", False, False),  # 'B' after ')' is deleted: length 1
     ("256", 0, "words:repeats", True, True),  # most repeated word 'a', 3 times, allowed 3
+    ("257", 0, "words:start_verb", True, True),  # 'Conceive an empire ...' (imperative)
+    ("259", 0, "words:start_verb", True, True),  # 'Prove that ...'
+    ("260", 0, "words:start_verb", True, True),  # 'Whirring and pulsing ...' (participle: VBG)
     ("261", 0, "words:start_verb", True, True),  # 'Build ...'
+    ("262", 0, "words:start_verb", True, True),  # 'Identify the political ideologies ...'
     ("275", 0, "custom:csv_quotes", False, False),  # comma-delimited, tabs required
     ("277", 0, "custom:date_format_list", True, True),  # 18 valid YYYY-MM-DD dates 1800-1815
     ("278", 0, "custom:european_capitals_sort", False, False),  # Stockholm before Tallinn, Belgrade listed

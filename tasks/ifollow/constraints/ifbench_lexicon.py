@@ -7,9 +7,11 @@
   downloaded corpus, so the type's description flags it.
 - ``starts_with_verb``: IFBench's ``words:start_verb`` asks NLTK's averaged-perceptron POS
   tagger (a downloaded model) whether the first Treebank token is tagged ``VB*``. Offline we use
-  a lexicon of English verbs (base forms plus regular and irregular inflections) and rule out
-  words that are far more often another part of speech at the start of a response. This is a
-  heuristic and may differ from the tagger on ambiguous words (e.g. "Building", "Light").
+  a lexicon of about 750 English base verbs plus irregular forms; a token is a verb when it is an
+  irregular form or one of its inflection stems (-s, -es, -ies, -ed, -ied, -ing; final e restored,
+  doubled consonant undone) is a listed verb, and a few words that are far more often nouns at the
+  start of a response are ruled out. This is a heuristic: it may differ from the tagger on words
+  it does not list or on ambiguous ones ("Studies", "Building", "Light").
 """
 
 from __future__ import annotations
@@ -72,31 +74,75 @@ _NOT_AT_START = frozenset({"building", "light", "rest", "face", "name", "mind", 
                            "note", "map", "end", "well", "mark", "love", "dream", "picture"})
 
 
-def _inflections(base: str) -> set[str]:
-    forms = {base}
-    if base.endswith("e") and not base.endswith("ee"):
-        forms |= {base + "s", base + "d", base[:-1] + "ing"}
-    elif base.endswith("y") and len(base) > 2 and base[-2] not in "aeiou":
-        forms |= {base[:-1] + "ies", base[:-1] + "ied", base + "ing"}
-    elif base.endswith(("s", "sh", "ch", "x", "z", "o")):
-        forms |= {base + "es", base + "ed", base + "ing"}
-    else:
-        forms |= {base + "s", base + "ed", base + "ing"}
-    return forms
+_MORE_VERBS = """
+abandon absorb accelerate accompany accomplish accumulate accuse acknowledge acquire adapt address adore
+advance advocate aggregate align allocate alter amend amplify anticipate appear appoint approve articulate
+ascend assemble assert assist attend attract audit augment authorize automate awaken balance bargain battle
+bear beat become beg behave belong bend benefit bet bind bite blend bless block blow boil book boost borrow
+bounce bow breathe breed broadcast browse brush burn burst bury calibrate calm cancel capture cast categorize
+chain challenge chant charge chart chase chat cheer chew circle cite claim classify climb clip coach code
+collaborate command comment commit communicate compete complain comply comprehend compress conceive
+concentrate condense conduct confess configure confront conquer conserve consist consult consume contain
+contemplate contend contrast control convey convince cooperate coordinate cope correct correspond cost cough
+counsel cover crack crash crawl cry cultivate cure curate customize cycle damage dance dare debate debug
+decline decorate decrease dedicate defeat defend delay delegate delight demand deny depart depend deploy
+deposit derive descend deserve desire destroy detect devise devote diagnose dig dine direct disagree
+disappear discard disclose discourage dismiss display dissect distinguish distribute disturb divide dominate
+donate double doubt drag drain dress drift drill dry dwell educate elaborate elect elevate eliminate embark
+embody emerge emit employ empower empty enact encounter endure enforce enlist enrich enroll entertain envision
+equip erase escape evolve exaggerate exceed excel exchange excite exclude execute exercise exhibit exist exit
+expose extract fail fascinate fasten favor fear feed fetch fight figure file filter finalize fit flee flip
+float flood flow fly fold forecast forgive format foster frame free freeze frighten fuel function gain gaze
+gesture glance glow govern grant grasp greet grind guarantee guard hang harness harvest heal heat hesitate
+hide hire hit honor hope host hug hunt hurry hurt hypothesize ignite imitate immerse impact impose impress
+incline infer influence inherit initiate inject innovate inquire inspect instruct intend interact interpret
+interrupt invent invest involve isolate iterate judge justify kick kiss kneel knit knock label lack land
+last laugh lean leap lend level license light link load loan lock log march marry master match matter mean
+mediate memorize mend migrate mimic mix mold motivate mount mourn multiply narrate negotiate nest nominate
+nurture obey object obscure occupy occur omit operate oppose optimize orchestrate originate overcome oversee
+pack parse partner paste pause perceive permit persist persuade photograph pinpoint pioneer pitch plant plead
+please plot plunge polish ponder pose possess post pour praise pray predict preserve press pretend price
+prioritize probe process program progress project prompt pronounce propose prosper publish punish pursue
+qualify quantify question quote race rank rate react rebuild recite reckon reconcile recount recover recruit
+redesign reform regain register regret regulate reinforce reject rejoice relate rely remind render renew
+rent repair reproduce rescue resemble reside resist resolve respect restore restrict resume retain retire
+retrieve reveal reverse ring risk roam roar roll rotate rub rule rush sail satisfy scan scatter schedule
+score scratch scream screen seal search secure seem seize sense separate settle shake shape shift shine
+shoot shout shrink shut sigh sign signal simplify simulate sink skip slide slip smell smile solve sound
+spark spin split spread squeeze stabilize stack stare steal steer stick stimulate stir strengthen stretch
+strike strip strive structure stumble succeed suffer suit surround survey survive suspect sustain swallow
+swear sweep swim swing switch tackle tag target taste tear tend terminate thrive tie tighten tolerate touch
+trace trade transfer transition translate transmit trap trigger trim trust tune twist uncover undergo
+undertake unfold unify unite unlock unveil upgrade uphold urge validate value vanish vary venture visualise
+volunteer vote wander warm warn wash waste weave weigh whirl whirr whisper widen wind withdraw witness wrap
+yell zoom
+""".split()
+
+BASE_VERBS: frozenset[str] = frozenset(_BASE_VERBS) | frozenset(_MORE_VERBS)
+_IRREGULAR_SET = frozenset(_IRREGULAR)
 
 
-VERB_FORMS: frozenset[str] = frozenset(
-    {form for base in _BASE_VERBS for form in _inflections(base)} | set(_IRREGULAR)
-)
+def _stems(word: str) -> set[str]:
+    """Candidate base forms of ``word`` under English inflection (-s, -es, -ies, -ed, -ied, -ing,
+    with a restored final e and an undoubled final consonant)."""
+    out = {word}
+    for suffix, repl in (("ies", "y"), ("ied", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ing", "")):
+        if word.endswith(suffix) and len(word) > len(suffix) + 1:
+            stem = word[: -len(suffix)] + repl
+            out |= {stem, stem + "e"}
+            if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in "aeiou":
+                out.add(stem[:-1])
+    return out
 
 
 def starts_with_verb(first_token: str) -> bool:
     """Whether ``first_token`` (the first Treebank token of a response) reads as a verb.
 
-    Lexicon lookup, case-insensitive; see the module docstring for how this substitutes for
-    NLTK's POS tagger and where it may disagree.
+    Lexicon lookup, case-insensitive: an irregular verb form, or a word one of whose inflection
+    stems is a listed base verb; a few words that are usually nouns at a response's start are
+    ruled out. See the module docstring for how this substitutes for NLTK's POS tagger.
     """
     word = first_token.lower()
     if word in _NOT_AT_START:
         return False
-    return word in VERB_FORMS
+    return word in _IRREGULAR_SET or bool(_stems(word) & BASE_VERBS)
