@@ -66,3 +66,22 @@ def test_eval_bfcl_with_predictions(tmp_path):
     assert summary["categories"]["simple_javascript"]["correct"] == 25  # the even-numbered half
     assert summary["categories"]["live_parallel"]["correct"] == 8
     assert "| simple_javascript | 25 | 50 | 50.00 |" in (out / "summary.md").read_text()
+
+
+def test_score_toolcall_on_real_toolrl_rows(tmp_path):
+    """ToolRL's own parquet rows, written as JSONL with a response, are valid score input."""
+    if not DATA:
+        pytest.skip("MRBENCH_DATA_DIR is not set: the ToolRL files are needed")
+    main = _main()
+    from tasks.toolcall.data import read_rows
+
+    rows = read_rows(os.path.join(DATA, "toolrl", "rlla_4k_test.parquet"))[:12]
+    data, out = tmp_path / "rlla.jsonl", tmp_path / "scored.jsonl"
+    with data.open("w") as fh:
+        for row in rows:
+            fh.write(json.dumps({**row, "response": row["reward_model"]["ground_truth"]}) + "\n")
+    assert main(["score", "toolcall", "--data", str(data), "--out", str(out)]) in (0, None)
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(scored) == 12
+    assert all(r["rewards"]["format"] == 1.0 for r in scored)
+    assert all(-3.0 <= r["rewards"]["correctness"] <= 3.0 for r in scored)
