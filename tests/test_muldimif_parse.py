@@ -27,7 +27,7 @@ PARSE = [
     ("Length", "Words", "ensure that the sentence contains fewer than 15 words", ("length:words", {"max": 14})),
     ("Length", "Sentences", "The answer must be at most 1 sentence long", ("length:sentences", {"max": 1})),
     ("Length", "Sentences: At most", "Each explanation must be a single sentence",
-     ("length:sentences", {"min": 1, "max": 1, "scope": "each"})),
+     ("length:sentences", {"min": 1, "max": 1})),  # the official sentence count has no "each"
     ("Length", "Sentences", "the thesis slide must contain between 3 to 5 sentences to ensure clarity",
      ("length:sentences", {"min": 3, "max": 5})),
     ("Length", "Paragraphs", "Please provide your answer in exactly 2 paragraphs", ("length:paragraphs", {"min": 2, "max": 2})),

@@ -131,46 +131,42 @@ def name_initial(response: str, letter: str) -> bool:
 
 
 # -- language ------------------------------------------------------------------------------------
-_ASCII_WORD = re.compile(r"(?<![\w'’])[A-Za-z][A-Za-z'’]*")
-
-
-def _uncoded(text: str) -> str:
-    """``text`` without fenced code blocks and inline code."""
-    text = re.sub(r"```.*?(```|$)", " ", text, flags=re.DOTALL)
-    return re.sub(r"`[^`\n]*`", " ", text)
+def _case_scope(response: str, scope: str) -> str:
+    """The text a case rule reads: heading texts or table cells when the constraint names them
+    (falling back to the whole response when there are none), else the whole response."""
+    if scope == "headings":
+        found = [re.sub(r"^\s*#+\s*", "", h) for _, h in mt.headings(response)]
+        return " ".join(found) if found else response
+    if scope == "table":
+        cells = [c for t in mt.tables(response) for c in t.header + [x for row in t.rows for x in row]]
+        return " ".join(cells) if cells else response
+    return response
 
 
 @constraint("muldimif:language:capitalized", ("scope",),
-            lambda kw: "Each word in the headings must be capitalized." if kw.get("scope") == "headings"
-            else "Each word of the response must be capitalized.")
+            lambda kw: {"headings": "Each word in the headings", "table": "Each word in the table"}
+            .get(kw.get("scope", ""), "Each word of the response") + " must be capitalized.")
 def capitalized(response: str, scope: str = "response") -> CheckResult:
-    """Every Latin-letter word (outside code) starts with an upper-case letter; ``scope="headings"``
-    checks heading lines only (and needs at least one heading)."""
-    if scope == "headings":
-        lines = [h for _, h in mt.headings(response)]
-        if not lines:
-            return CheckResult(False, "no heading", [])
-        text = "\n".join(lines)
-    else:
-        text = _uncoded(response)
-    for m in _ASCII_WORD.finditer(text):
-        if m.group(0)[0].islower():
-            return CheckResult(False, f"'{m.group(0)}' is not capitalized", [])
+    """No whitespace token starts with a lower-case ASCII letter (MulDimIF's rule: tokens starting
+    with a digit, punctuation or a capital pass), in the scoped text."""
+    for token in _case_scope(response, scope).split():
+        if "a" <= token[0] <= "z":
+            return CheckResult(False, f"'{token}' is not capitalized", [])
     return CheckResult(True, "every word capitalized", [])
 
 
-@constraint("muldimif:language:uppercase", (), "The response must be written in all uppercase letters.")
-def uppercase(response: str) -> bool:
-    """No lower-case letter outside code, and at least one letter."""
-    text = _uncoded(response)
-    return any(ch.isalpha() for ch in text) and not any(ch.islower() for ch in text)
+@constraint("muldimif:language:uppercase", ("scope",), "The response must be written in all uppercase letters.")
+def uppercase(response: str, scope: str = "response") -> bool:
+    """The scoped text equals its upper-cased form (MulDimIF's rule)."""
+    text = _case_scope(response, scope)
+    return text == text.upper()
 
 
-@constraint("muldimif:language:lowercase", (), "The response must be written in all lowercase letters.")
-def lowercase(response: str) -> bool:
-    """No upper-case letter outside code, and at least one letter."""
-    text = _uncoded(response)
-    return any(ch.isalpha() for ch in text) and not any(ch.isupper() for ch in text)
+@constraint("muldimif:language:lowercase", ("scope",), "The response must be written in all lowercase letters.")
+def lowercase(response: str, scope: str = "response") -> bool:
+    """The scoped text equals its lower-cased form (MulDimIF's rule)."""
+    text = _case_scope(response, scope)
+    return text == text.lower()
 
 
 # Characters that differ between the two scripts (simplified, traditional), common ones only.

@@ -247,12 +247,13 @@ def parse_chinese(text: str) -> Parsed:
 
 def parse_english(text: str) -> Parsed:
     t = text.lower()
-    if re.search(r"upper\s?case|all capital letters|all caps", t):
-        return "muldimif:language:uppercase", {}
+    scope = {"scope": "table"} if "table" in t else {"scope": "headings"} if "heading" in t else {}
+    if re.search(r"upper\s?case|all capital letters|all caps|in capitalized form", t):
+        return "muldimif:language:uppercase", scope
     if re.search(r"lower\s?case", t):
-        return "muldimif:language:lowercase", {}
+        return "muldimif:language:lowercase", scope
     if "capital" in t:
-        return "muldimif:language:capitalized", {"scope": "headings"} if re.search(r"\bheadings?\b", t) else {}
+        return "muldimif:language:capitalized", scope
     if "heading" in t or "markdown" in t:  # a Markdown request filed under English
         return parse_markdown(text)
     raise _fail(text, "no English-case requirement")
@@ -307,7 +308,7 @@ for _key in ("Length_Words", "Length_Words: At most", "Length_Words: At least", 
     _PARSERS[_key] = _length(r"words?\b", "muldimif:length:words", scoped=True)
 for _key in ("Length_Sentences", "Length_Sentences: At least", "Length_Sentences: At most",
              "Length_Sentences: Range"):
-    _PARSERS[_key] = _length(r"sentences?\b", "muldimif:length:sentences", scoped=True)
+    _PARSERS[_key] = _length(r"sentences?\b", "muldimif:length:sentences", scoped=False)
 for _key in ("Length_Paragraphs", "Length_Paragraphs: At most", "Length_Paragraphs: At least",
              "Length_Paragraphs: Range"):
     _PARSERS[_key] = _length(r"paragraphs?\b", "muldimif:length:paragraphs", scoped=False)

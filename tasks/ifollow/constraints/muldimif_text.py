@@ -4,11 +4,13 @@ tables and headings, JSON objects and XML elements found in a response.
 Decisions (MulDimIF's official checker is a large set of per-phrase rules; these are our reading,
 stated once here and used by every MulDimIF type):
 
-- Words: runs of ``\\w`` characters (IFEval's count), except that each CJK ideograph or kana
-  counts as one word (Chinese and Japanese write no spaces).
-- Sentences: Punkt sentences (:func:`tasks.ifollow.textutil.split_sentences`, memoised), each further split
-  after the CJK enders 。！？; Markdown table rows, headings and lines of a code block are not prose
-  and are left out. A heading line counts as no sentence.
+- Words (MulDimIF's official count): if the text holds any CJK character (ideographs, CJK
+  punctuation, full-width forms), the number of such characters; otherwise the number of
+  whitespace-separated tokens (so "don't" and "3.5" are one word each, a lone "-" is one).
+- Sentences (MulDimIF's official count): the non-blank stretches of text ending in '.', '!' or '?'
+  (regex ``[^.!?]*[.!?]``), so "Dr. Smith" is two and a final fragment with no end mark is none.
+  We also end a sentence at 。！？, which the official count ignores (it would find no sentence in a
+  Chinese answer).
 - Paragraphs: non-empty blocks separated by blank lines.
 - Elements ("each X must ..."): the data rows of the first Markdown table if there is one, else
   the list items (lines starting with ``-``, ``*``, ``+``, ``•`` or ``1.``) if there are any, else
@@ -25,19 +27,20 @@ import json
 import re
 from dataclasses import dataclass
 
-from tasks.ifollow.constraints.ifbench_common import punkt_sentences
-
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+\S")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+\S")
 _SEPARATOR_CELL = re.compile(r"^\s*:?-{2,}:?\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
+_CJK_ANY = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\u3000-\u303f\uff00-\uffef]")
+
+
 def count_words(text: str) -> int:
-    """\\w runs, with every CJK ideograph/kana counted as its own word."""
-    return len(_WORD.findall(text))
+    """CJK characters if there are any, else whitespace tokens (MulDimIF's count)."""
+    cjk = _CJK_ANY.findall(text)
+    return len(cjk) if cjk else len(text.split())
 
 
 def cjk_ratio(text: str) -> float:
@@ -61,13 +64,12 @@ def prose_lines(text: str) -> list[str]:
     return out
 
 
+_SENTENCE = re.compile(r"[^.!?。！？]*[.!?。！？]")
+
+
 def sentences(text: str) -> list[str]:
-    """Prose sentences: Punkt, then split after 。！？."""
-    prose = "\n".join(prose_lines(text))
-    out: list[str] = []
-    for s in punkt_sentences(prose):
-        out += [p for p in re.split(r"(?<=[。！？])", s) if p.strip()]
-    return out
+    """Non-blank stretches ending in . ! ? (or 。！？), MulDimIF's sentence count."""
+    return [m.group(0).strip() for m in _SENTENCE.finditer(text) if m.group(0).strip()]
 
 
 def paragraphs(text: str) -> list[str]:
