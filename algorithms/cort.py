@@ -18,7 +18,6 @@ source fixes the form, not these values.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -79,7 +78,7 @@ class CoRT(Algorithm):
     replay_request = ReplayRequest.RUBRIC
     config_class = CoRTConfig
 
-    def __init__(self, **config):
+    def __init__(self, **config: object):
         super().__init__(**config)
         c = self.config
         self.aggregator = (GDPO(eps=c.eps, rescale=c.rescale, rescale_eps=c.rescale_eps)
@@ -108,9 +107,6 @@ class CoRT(Algorithm):
     def token_advantages(self, batch: RolloutBatch) -> Tensor:
         A = broadcast_to_tokens(self.aggregator.response_advantages(batch), batch.response_mask)
         return A * self.weights(batch)
-
-    def config_dict(self) -> dict:
-        return dataclasses.asdict(self.config)
 
     def metrics(self, batch: RolloutBatch) -> dict[str, float]:
         w = self.weights(batch)

@@ -181,16 +181,15 @@ class MRTPO(Algorithm):
         S = out["agg"].uniform
         uniform_sq = (mask.sum(1).float() * S * S).sum()
         realloc_sq = (out["R"] ** 2).sum() * out["s"] ** 2
-        if batch.relevance is not None and batch.relevance.shape[1] == out["has"].shape[1]:
-            varying = rewards_varying_in_group(batch.rewards, batch.group_ids)
-            coverage = (out["has"] & varying).sum() / varying.sum().clamp_min(1)
-        else:
-            coverage = torch.zeros(())
+        varying = rewards_varying_in_group(batch.rewards, batch.group_ids)
+        if out["has"].shape[1] != varying.shape[1]:  # one joint profile per response
+            varying = varying.any(dim=1, keepdim=True)
+        coverage = (out["has"] & varying).sum() / varying.sum().clamp_min(1)
         return {
             "beta_eff": out["beta"],
             "bound_scale": finite_or_nan(out["s"]),
             "realloc_ratio": finite_or_nan(torch.sqrt(realloc_sq / uniform_sq)) if float(uniform_sq) > 0 else 0.0,
-            "relevance_coverage": finite_or_nan(coverage),
+            "relevance_coverage": finite_or_nan(coverage),  # varying (response, reward) pairs with q
             "adv_abs_mean": finite_or_nan(masked_mean(out["adv"].abs(), mask)),
             "uniform_abs_mean": finite_or_nan(S.abs().mean()) if S.numel() else 0.0,
         }

@@ -87,14 +87,20 @@ class OPSD(Algorithm):
         if student_logits.shape[:-1] != response_mask.shape:
             raise ValueError(f"logits {tuple(student_logits.shape)} do not match mask {tuple(response_mask.shape)}")
         V = student_logits.shape[-1]
-        s = student_logits[response_mask.bool()]
-        t = teacher_logits[response_mask.bool()]
-        if s.shape[0] == 0:
+        student = student_logits.reshape(-1, V)  # views: no copy of the logits
+        teacher = teacher_logits.reshape(-1, V)
+        weight = response_mask.reshape(-1).to(torch.float32)
+        count = weight.sum()
+        if float(count) == 0:
             return student_logits.sum() * 0.0
         step = self.config.chunk_size or default_chunk_size(V)
-        total = sum(generalized_jsd(s[i:i + step], t[i:i + step], self.config.beta).sum()
-                    for i in range(0, s.shape[0], step))
-        return self.config.loss_coef * total / s.shape[0]
+        total = student_logits.new_zeros((), dtype=torch.float32)
+        for i in range(0, student.shape[0], step):
+            rows = weight[i:i + step]
+            if bool(rows.any()):
+                total = total + (generalized_jsd(student[i:i + step], teacher[i:i + step], self.config.beta)
+                                 * rows).sum()
+        return self.config.loss_coef * total / count
 
     def metrics(self, batch: RolloutBatch) -> dict[str, float]:
         return {"opsd_beta": self.config.beta, "loss_coef": self.config.loss_coef}

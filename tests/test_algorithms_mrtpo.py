@@ -183,3 +183,13 @@ def test_bound_keeps_response_means_and_second_moment(batch: RolloutBatch, beta:
     assert realloc_sq <= uniform_sq * (1 + 1e-4) + 1e-6
     assert 0.0 <= float(out["s"]) <= 1.0
     assert torch.all(out["adv"][~mask] == 0)
+
+
+def test_metrics() -> None:
+    batch = batch_with(fixture_relevance(), step=5)
+    m = get_algorithm("mrtpo").metrics(batch)
+    # 11 varying (response, reward) pairs; row 2 reward 1 is not replayed and row 4 reward 1 is all zero
+    assert m["relevance_coverage"] == pytest.approx(9 / 11)
+    assert m["beta_eff"] == pytest.approx(0.25)
+    assert m["bound_scale"] == 1.0 and 0 < m["realloc_ratio"] < 1
+    assert get_algorithm("mrtpo").metrics(fixture_batch(0))["relevance_coverage"] == 0.0
