@@ -51,10 +51,13 @@ def read_predictions(path: str | Path, cases: Sequence[EvalCase]) -> tuple[dict[
 
 
 def generate_for_cases(model: str, cases: Sequence[EvalCase], max_new_tokens: int) -> dict[str, str]:
+    """Greedy responses for the cases that can be scored (a case with ``meta['skip_reason']``,
+    e.g. a question on a missing database, is not generated for: it will be reported as skipped)."""
     from harness.generation import generate_greedy
 
-    texts = generate_greedy(model, [c.messages for c in cases], max_new_tokens=max_new_tokens)
-    return {c.id: t for c, t in zip(cases, texts)}
+    todo = [c for c in cases if not c.meta.get("skip_reason")]
+    texts = generate_greedy(model, [c.messages for c in todo], max_new_tokens=max_new_tokens)
+    return {c.id: t for c, t in zip(todo, texts)}
 
 
 def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, model: str | None = None,
@@ -76,7 +79,7 @@ def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, 
         atomic_write_text(out / "predictions.jsonl", "".join(
             json.dumps({"id": cid, "response": text}, ensure_ascii=False) + "\n" for cid, text in responses.items()))
     t_gen = time.time() - t0
-    missing = [c.id for c in cases if c.id not in responses]
+    missing = [c.id for c in cases if c.id not in responses and not c.meta.get("skip_reason")]
     report = evaluator.score(cases, responses)
     t_score = time.time() - t0 - t_gen
     atomic_write_text(out / "results.jsonl", "".join(
