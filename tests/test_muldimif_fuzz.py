@@ -18,7 +18,7 @@ KWARGS = {
     "muldimif:keywords:include": {"keywords": ["fox", "代表"], "scope": "each"},
     "muldimif:keywords:exclude": {"keywords": ["pirated"]},
     "muldimif:keywords:unstated": {"text": "include the names of key players"},
-    "muldimif:punctuation:ending": {"mark": ".", "scope": "sentence"},
+    "muldimif:punctuation:ending": {"marks": [".", "!"], "unit": "cells"},
     "muldimif:identifiers:starts_with": {"prefix": "Example:", "scope": "each"},
     "muldimif:identifiers:name_initial": {"letter": "P"},
     "muldimif:language:capitalized": {"scope": "headings"}, "muldimif:language:chinese": {"variant": "traditional"},

@@ -15,7 +15,7 @@ from typing import Any
 
 from tasks.ifollow.constraints import muldimif_text as mt
 from tasks.ifollow.constraints.base import CheckResult
-from tasks.ifollow.constraints.ifbench_common import ifbench_type
+from tasks.ifollow.constraints.ifbench_common import ifbench_type, punkt_sentences
 
 FAMILY = "muldimif"
 
@@ -97,23 +97,49 @@ def _ending(text: str) -> str:
     return text.rstrip().rstrip("*_`\"'”’)] \n\t")
 
 
-@constraint("muldimif:punctuation:ending", ("mark", "scope"),
-            lambda kw: {"response": "The response", "sentence": "Each sentence", "each": "Each item"}
-            .get(kw.get("scope", "response"), "The response") + f" must end with '{kw['mark']}'.",
-            required=("mark",))
-def punctuation_ending(response: str, mark: str, scope: str = "response") -> bool:
-    """The response (or every prose sentence, or every element) ends with ``mark``.
+_UNIT_TEXT = {"response": "The response", "sentences": "Each sentence", "lines": "Each paragraph",
+              "cells": "Each table entry", "bullets": "Each bullet point"}
 
-    Trailing whitespace, Markdown emphasis markers, closing quotes and brackets are ignored.
+
+def punctuation_units(response: str, unit: str) -> list[str]:
+    """The stretches whose last character MulDimIF's punctuation rule reads.
+
+    ``response``: the stripped response; ``sentences``: its Punkt sentences; ``lines``: its
+    non-empty stripped lines; ``cells``: the cells of every line after the first two (header and
+    separator), split on '|', dropping blank and all-dash cells.
     """
-    if scope == "sentence":
-        units = mt.sentences(response)
-    elif scope == "each":
-        units = mt.elements(response)
-    else:
-        units = [response]
-    units = [u for u in units if u.strip()]
-    return bool(units) and all(_ending(u).endswith(mark) for u in units)
+    text = response.strip()
+    if unit == "sentences":
+        return [s.strip() for s in punkt_sentences(text)]
+    if unit == "lines":
+        return [ln.strip() for ln in text.split("\n") if ln.strip()]
+    if unit == "cells":
+        rows = text.split("\n")
+        rows = rows[2:] if len(rows) > 1 else rows
+        cells = [c.strip() for row in rows for c in re.split(r"\s*\|\s*", row.strip("|")) if c.strip()]
+        return [c for c in cells if c.strip("-")]
+    return [text]
+
+
+@constraint("muldimif:punctuation:ending", ("marks", "unit", "negate"),
+            lambda kw: _UNIT_TEXT.get(kw.get("unit", "response"), "The response")
+            + (" must not end with " if kw.get("negate") else " must end with ")
+            + " or ".join(f"'{m}'" for m in kw["marks"]) + ".", required=("marks",))
+def punctuation_ending(response: str, marks: list[str], unit: str = "response", negate: bool = False) -> bool:
+    """Every unit's last character is one of ``marks`` (with ``negate``: none is).
+
+    MulDimIF's rule: no Markdown is stripped, so "**Done.**" does not end with a period. With
+    ``unit="bullets"`` every Punkt sentence of every bullet line (``-``, ``*``, ``•``) must end
+    with the first mark.
+    """
+    allowed = set(marks)
+    if unit == "bullets":
+        bullets = re.findall(r"^[-*•]\s.*$", response.strip(), re.MULTILINE)
+        return all(s.strip().endswith(marks[0]) for b in bullets for s in punkt_sentences(b))
+    units = punctuation_units(response, unit)
+    if negate:
+        return all(u[-1] not in allowed for u in units if u)
+    return all(u and u[-1] in allowed for u in units)
 
 
 @constraint("muldimif:identifiers:starts_with", ("prefix", "scope"),

@@ -16,6 +16,7 @@ triples of a data set parse.
 from __future__ import annotations
 
 import re
+import string
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -120,25 +121,41 @@ def parse_keywords(text: str) -> Parsed:
     return "muldimif:keywords:include", kw
 
 
+_MARK_NAMES = {"period": ".", "question mark": "?", "exclamation mark": "!", "semicolon": ";"}
+
+
 def parse_punctuation(text: str) -> Parsed:
-    t = text.lower()
-    if "exclamation" in t:
-        mark = "!"
-    elif "question mark" in t:
-        mark = "?"
-    elif "period" in t or "full stop" in t:
-        mark = "."
-    elif "semicolon" in t:
-        mark = ";"
-    elif "colon" in t:
-        mark = ":"
+    """MulDimIF's punctuation reading: the marks named, the unit, and negation.
+
+    Unit (official rule, substring tests included): "paragraph"/"section" -> lines; else "each",
+    "any" or "all" anywhere in the text (so also inside "finally") -> Punkt sentences; else the
+    whole response; "table"/"cell" -> table cells; "bullet point" -> bullet sentences.
+    """
+    t = text.strip().lower().rstrip(".")
+    names = [n.rstrip("s") for n in re.findall(
+        r"\b(periods?|question marks?|exclamation marks?|semicolons?|punctuation marks?)\b", t)]
+    if any("punctuation mark" in n for n in names):
+        marks = list(string.punctuation)
     else:
+        marks = list(dict.fromkeys(_MARK_NAMES[n] for n in names if n in _MARK_NAMES))
+    if not marks:
         raise _fail(text, "no ending mark named")
-    kw: dict[str, Any] = {"mark": mark}
-    if re.search(r"\b(each|every)\s+sentence", t):
-        kw["scope"] = "sentence"
-    elif _each(t):
-        kw["scope"] = "each"
+    if "bullet point" in t:
+        first = next((m for name, m in _MARK_NAMES.items() if name in t), marks[0])
+        return "muldimif:punctuation:ending", {"marks": [first], "unit": "bullets"}
+    if "table" in t or "cell" in t:
+        unit = "cells"
+    elif "paragraph" in t or "section" in t:
+        unit = "lines"
+    elif "each" in t or "any" in t or "all" in t:
+        unit = "sentences"
+    else:
+        unit = "response"
+    kw: dict[str, Any] = {"marks": marks}
+    if unit != "response":
+        kw["unit"] = unit
+    if re.search(r"\b(must not|avoid|exclude|not end with|do not use)\b", t):
+        kw["negate"] = True
     return "muldimif:punctuation:ending", kw
 
 
