@@ -26,6 +26,15 @@ from harness.replay import (
 from tasks.base import Verdict
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny matrices: one intra-op thread is far faster than several on a shared, busy CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     return load_model("tiny-random", dtype="float32")
