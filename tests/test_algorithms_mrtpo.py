@@ -193,3 +193,12 @@ def test_metrics() -> None:
     assert m["beta_eff"] == pytest.approx(0.25)
     assert m["bound_scale"] == 1.0 and 0 < m["realloc_ratio"] < 1
     assert get_algorithm("mrtpo").metrics(fixture_batch(0))["relevance_coverage"] == 0.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(0.0, 0.99), st.integers(1, 60), st.integers(0, 200))
+def test_warmup_invariants(beta: float, N: int, step: int) -> None:
+    algo = get_algorithm("mrtpo", beta=beta, warmup_steps=N)
+    assert algo.effective_beta(0) == 0.0
+    assert algo.effective_beta(N + step) == pytest.approx(beta, abs=1e-12)
+    assert 0.0 <= algo.effective_beta(step) <= algo.effective_beta(step + 1) <= beta + 1e-12
