@@ -296,16 +296,21 @@ def block_quotes(response: str) -> bool:
     return any(ln.lstrip().startswith(">") for ln in response.split("\n"))
 
 
+def _table_bound(response: str, index: int, lo: Any, hi: Any, required: bool, what: str) -> CheckResult:
+    block = mt.pipe_block(response)
+    if block is None:
+        return CheckResult(not required, "no table" + ("" if required else " (optional)"), [])
+    n = block[index]
+    return CheckResult(within(n, lo, hi), f"{n} {what}", [])
+
+
 @constraint("muldimif:table:rows", ("min", "max", "required"),
             lambda kw: ("The response must include a table" if kw.get("required") else "Any table")
             + f" with {bound_phrase(kw, 'rows')}.")
 def table_rows(response: str, min: int | None = None, max: int | None = None, required: bool = True) -> CheckResult:
-    """Every Markdown table has a number of data rows within [min, max]; with ``required`` a table must exist."""
-    found = mt.tables(response)
-    if not found:
-        return CheckResult(not required, "no table" + ("" if required else " (optional)"), [])
-    bad = [len(t.rows) for t in found if not within(len(t.rows), min, max)]
-    return CheckResult(not bad, f"data rows per table: {[len(t.rows) for t in found]}", [])
+    """Data rows of the '|' block (see :func:`muldimif_text.pipe_block`) within [min, max]; without
+    any '|' the constraint holds only when optional ("if a table is used")."""
+    return _table_bound(response, 0, min, max, required, "rows")
 
 
 @constraint("muldimif:table:columns", ("min", "max", "required"),
@@ -313,12 +318,8 @@ def table_rows(response: str, min: int | None = None, max: int | None = None, re
             + f" with {bound_phrase(kw, 'columns')}.")
 def table_columns(response: str, min: int | None = None, max: int | None = None,
                   required: bool = True) -> CheckResult:
-    """Every Markdown table has a number of header columns within [min, max]; with ``required`` one must exist."""
-    found = mt.tables(response)
-    if not found:
-        return CheckResult(not required, "no table" + ("" if required else " (optional)"), [])
-    bad = [t.n_columns for t in found if not within(t.n_columns, min, max)]
-    return CheckResult(not bad, f"columns per table: {[t.n_columns for t in found]}", [])
+    """Columns of the first line of the '|' block within [min, max]; no '|' holds only when optional."""
+    return _table_bound(response, 1, min, max, required, "columns")
 
 
 @constraint("muldimif:list:items", ("min", "max"),

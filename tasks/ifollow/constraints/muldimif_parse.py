@@ -203,7 +203,10 @@ def parse_markdown(text: str) -> Parsed:
 
 
 def _optional_table(t: str) -> bool:
-    return re.search(r"\bif\b|\bany tab|\bwhen\b|if you (?:choose|decide)", t) is not None
+    """A table limit binds only if a table is used: "if a table is used", "if you include any
+    tables", "if any tabular data is presented"; a text that never says "table" binds nothing
+    either (MulDimIF passes such a constraint when the response has no table)."""
+    return "table" not in t or re.search(r"\bif\b[^.;]*?\b(?:tables?|tabular)\b", t) is not None
 
 
 def parse_table(text: str, prefer: str = "") -> Parsed:

@@ -15,9 +15,10 @@ stated once here and used by every MulDimIF type):
 - Elements ("each X must ..."): the data rows of the first Markdown table if there is one, else
   the list items (lines starting with ``-``, ``*``, ``+``, ``•`` or ``1.``) if there are any, else
   the paragraphs.
-- Tables: Markdown pipe tables; a table is a run of lines starting with ``|`` (or containing at
-  least two ``|``) whose second line is a ``---`` separator. Rows are the data rows below the
-  separator; columns are the cells of the header row.
+- Tables, for row and column limits (MulDimIF's reading): everything between the first and the
+  last ``|`` is one table (:func:`pipe_block`). Elsewhere (elements, table scopes) Markdown pipe
+  tables are read properly: a run of lines starting with ``|`` (or holding two) whose second line
+  is a ``---`` separator.
 - Headings: ATX headings ``#``..``######`` followed by a space, outside code blocks.
 """
 
@@ -139,6 +140,22 @@ def tables(text: str) -> list[Table]:
         else:
             i += 1
     return out
+
+
+def pipe_block(text: str) -> tuple[int, int] | None:
+    """(rows, columns) of the text between the first and the last '|', read as one table, or None
+    when the text has no '|' (MulDimIF's table reading).
+
+    Lines are the non-empty stripped lines of that stretch; rows = lines - 2 when the second line
+    holds '---' (header and separator), else lines - 1; columns = '|'-separated parts of the first
+    line minus the two outer ones.
+    """
+    first, last = text.find("|"), text.rfind("|")
+    if first == -1:
+        return None
+    lines = [ln.strip() for ln in text[first:last + 1].split("\n") if ln.strip()]
+    rows = len(lines) - 2 if len(lines) > 1 and "---" in lines[1] else len(lines) - 1
+    return rows, len(lines[0].split("|")) - 2
 
 
 def elements(text: str) -> list[str]:
