@@ -126,15 +126,14 @@ class Reweighter(Algorithm):
         return group_standardise(batch.rewards, batch.group_ids, self.config.eps)
 
     def response_advantages(self, batch: RolloutBatch) -> Tensor:
-        """[B]: the rescaled response-level advantage (before broadcasting to tokens)."""
+        """[B]: the rescaled response-level advantage (the value every valid token receives)."""
         agg = self.aggregate(batch)
-        ones = torch.ones(batch.num_responses, 1, dtype=torch.bool, device=batch.rewards.device)
-        return finish(agg.uniform.to(torch.float32).unsqueeze(1), agg, ones, self.config).squeeze(1)
+        shift, scale = rescale_affine(agg.uniform, agg.keep, batch.response_mask, self.config.rescale,
+                                      self.config.effective_rescale_eps)
+        return (agg.uniform.to(torch.float32) - shift) / scale * agg.response_scale.to(torch.float32)
 
     def token_advantages(self, batch: RolloutBatch) -> Tensor:
-        agg = self.aggregate(batch)
-        token_S = broadcast_to_tokens(agg.uniform, batch.response_mask)
-        return finish(token_S, agg, batch.response_mask, self.config)
+        return broadcast_to_tokens(self.response_advantages(batch), batch.response_mask)
 
     def reward_weights(self, batch: RolloutBatch) -> Tensor | None:
         """The per-reward weights c_k this method uses on this batch, when it has them (for logs)."""

@@ -99,3 +99,15 @@ def test_opsd_loss_mean_over_valid_tokens_and_gradient() -> None:
     from test_algorithms_hand import GRPO_A
 
     assert_tokens(get_algorithm("opsd", advantage="grpo").token_advantages(batch), ref.tokens(GRPO_A), tol=1e-4)
+
+
+@pytest.mark.parametrize("rescale", ["paper", "verl", "trl", "none"])
+def test_cort_without_strength_is_its_aggregator(rescale: str) -> None:
+    batch = fixture_batch(50)
+    batch.logprob_delta = torch.tensor(DELTA)
+    cort = get_algorithm("cort", eta=0.0, rescale=rescale)
+    assert not cort.needs_replay(50)
+    assert torch.allclose(cort.token_advantages(batch), get_algorithm("gdpo", rescale=rescale).token_advantages(batch),
+                          atol=1e-6)
+    early = get_algorithm("cort", warmup_steps=100)
+    assert torch.equal(early.token_advantages(batch), get_algorithm("gdpo").token_advantages(batch))
