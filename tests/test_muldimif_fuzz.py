@@ -15,7 +15,7 @@ from tasks.ifollow.constraints.base import CheckResult, get_constraint
 from tasks.ifollow.constraints.muldimif import MULDIMIF_IDS
 
 KWARGS = {
-    "muldimif:keywords:include": {"keywords": ["fox", "代表"], "scope": "each"},
+    "muldimif:keywords:include": {"keywords": ["fox", "代表"], "scope": "each", "target": "item", "end_period": True},
     "muldimif:keywords:exclude": {"keywords": ["pirated"]},
     "muldimif:keywords:unstated": {"text": "include the names of key players"},
     "muldimif:punctuation:ending": {"marks": [".", "!"], "unit": "cells"},

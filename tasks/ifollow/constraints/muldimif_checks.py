@@ -50,27 +50,58 @@ def _units(response: str, scope: str | None) -> list[str]:
 
 # -- content -------------------------------------------------------------------------------------
 def keyword_pattern(keyword: str) -> re.Pattern[str]:
-    """Case-insensitive; word boundaries on a side where the keyword begins/ends with a word character."""
-    k = str(keyword).strip()
-    left = r"\b" if k[:1].isascii() and re.match(r"\w", k[:1]) else ""
-    right = r"\b" if k[-1:].isascii() and re.match(r"\w", k[-1:]) else ""
-    return re.compile(left + re.escape(k) + right, re.IGNORECASE)
+    """MulDimIF's keyword match: a keyword with a CJK ideograph is a plain, case-sensitive substring;
+    any other is matched case-insensitively with no word character just before or after it."""
+    k = str(keyword)
+    if any("\u4e00" <= ch <= "\u9fff" for ch in k):
+        return re.compile(re.escape(k))
+    return re.compile(r"(?<!\w)" + re.escape(k) + r"(?!\w)", re.IGNORECASE)
 
 
-@constraint("muldimif:keywords:include", ("keywords", "min_count", "scope"),
-            lambda kw: f"{_scope_text(kw)} must include the keyword(s) "
-                       + ", ".join(f"'{k}'" for k in kw["keywords"]) + ".", required=("keywords",))
-def keywords_include(response: str, keywords: list[str], min_count: int = 1, scope: str = "response") -> CheckResult:
-    """Every keyword occurs at least ``min_count`` times (case-insensitive, whole words) in each unit."""
-    spans: list[tuple[int, int]] = []
-    for unit in _units(response, scope):
-        for k in keywords:
-            hits = [m.span() for m in keyword_pattern(k).finditer(unit)]
-            if len(hits) < int(min_count):
-                return CheckResult(False, f"'{k}' found {len(hits)} time(s)", spans)
-            if unit is response:
-                spans += hits
-    return CheckResult(True, "all keywords present", sorted(spans))
+def _keyword_rule(text: str, keywords: list[str], min_count: int, any_of: bool, end_period: bool,
+                  capitalized: bool, min_words: int | None, max_words: int | None) -> str | None:
+    """Why ``text`` fails the keyword rule, or None when it holds (MulDimIF's rule order)."""
+    if capitalized and any(not w[0].isupper() for w in text.split()):
+        return "a word is not capitalized"
+    if end_period and not text.strip().endswith("."):
+        return "does not end with a period"
+    n_words = len(text.split())
+    if not within(n_words, min_words, max_words):
+        return f"{n_words} words"
+    counts = [len(keyword_pattern(k).findall(text)) for k in keywords]
+    ok = any(c >= min_count for c in counts) if any_of else all(c >= min_count for c in counts)
+    return None if ok else f"keyword counts {counts} (need {min_count}{' of any' if any_of else ' each'})"
+
+
+@constraint("muldimif:keywords:include",
+            ("keywords", "min_count", "any_of", "scope", "target", "end_period", "capitalized", "min_words", "max_words"),
+            lambda kw: (f"Each {kw.get('target', 'item')}" if kw.get("scope") == "each" else "The response")
+            + " must include " + (" or " if kw.get("any_of") else " and ").join(f"'{k}'" for k in kw["keywords"]) + ".",
+            required=("keywords",))
+def keywords_include(response: str, keywords: list[str], min_count: int = 1, any_of: bool = False,
+                     scope: str = "response", target: str | None = None, end_period: bool = False,
+                     capitalized: bool = False, min_words: int | None = None,
+                     max_words: int | None = None) -> CheckResult:
+    """Every keyword (with ``any_of``: some keyword) occurs at least ``min_count`` times, plus the
+    extra conditions the same sentence states (ends with a period, words capitalised, word count).
+
+    ``scope="each"``: the rule holds for every element — MulDimIF's elements for ``target``
+    (:func:`muldimif_text.each_elements`), or ours (:func:`muldimif_text.elements`) when the text
+    names no "each <target> must" (the official checker fails those outright; we check them).
+    """
+    rule = (keywords, int(min_count), bool(any_of), bool(end_period), bool(capitalized), min_words, max_words)
+    if scope == "each":
+        units = mt.each_elements(response, target) if target else mt.elements(response)
+        if not units:
+            return CheckResult(False, "no element to check", [])
+        for unit in units:
+            why = _keyword_rule(unit, *rule)
+            if why:
+                return CheckResult(False, f"element {unit[:40]!r}: {why}", [])
+        return CheckResult(True, f"all {len(units)} elements hold", [])
+    why = _keyword_rule(response, *rule)
+    spans = sorted(m.span() for k in keywords for m in keyword_pattern(k).finditer(response))
+    return CheckResult(why is None, why or "all keywords present", spans)
 
 
 @constraint("muldimif:keywords:exclude", ("keywords",),

@@ -102,7 +102,17 @@ def quoted(text: str) -> list[str]:
     return [next(g for g in m.groups() if g is not None).strip() for m in _QUOTED.finditer(text)]
 
 
+_EACH_TARGET = re.compile(r"\b(?:each|every)\s+(.+?)\s+(?:must|should|needs to|has to)\s+", re.IGNORECASE)
+
+
 def parse_keywords(text: str) -> Parsed:
+    """Keyword constraints, read as MulDimIF reads them.
+
+    Keywords are the quoted strings; "avoid"/"must not include"... makes it an exclusion; "or" as
+    a word makes any keyword enough; "at least N times"/"twice" sets the count; "must end with a
+    period", "capitalized letters for each word", "at least/at most N words" in the same sentence
+    add those conditions; "each/every <target> must ..." applies the rule to every element.
+    """
     at = re.search(r"keywords?|terms?|关键词|關鍵詞|phrase", text, re.IGNORECASE)
     words = quoted(text[at.start():] if at else text) or quoted(text)
     if not words:
@@ -110,14 +120,33 @@ def parse_keywords(text: str) -> Parsed:
         # is stated, so nothing can be matched; the official checker's rule then holds no keyword.
         return "muldimif:keywords:unstated", {"text": text}
     if re.search(r"\bavoid|must not (?:include|contain|use|mention)|should not (?:include|contain|use|mention)|"
-                 r"\bexclude|\bwithout\b|do not (?:include|use|mention)", text, re.IGNORECASE):
+                 r"\bexclude|\bwithout\b|do not (?:include|use|mention)|must be avoided", text, re.IGNORECASE):
         return "muldimif:keywords:exclude", {"keywords": words}
+    t = text.lower()
     kw: dict[str, Any] = {"keywords": words}
-    m = re.search(r"at least\s+" + NUM + r"(?:\s+times)?", text, re.IGNORECASE)
-    if m and not re.search(r"\bwords?\b", text[m.end():m.end() + 8], re.IGNORECASE):
+    m = re.search(r"at least (\d+|one|two|three|four|five|six|seven|eight|nine|ten|once|twice)(?:\s+times?)?\b"
+                  r"(?!\s+words?)", t)
+    if m and to_int(m.group(1)) != 1:
         kw["min_count"] = to_int(m.group(1))
-    if _each(text):
+    if "must appear multiple times" in t:
+        kw["min_count"] = 2
+    if re.search(r"\bor\b", t):
+        kw["any_of"] = True
+    if re.search(r"must\s+end\s+with\s+(?:a\s+)?period", t):
+        kw["end_period"] = True
+    if "must use capitalized letters for each word" in t:
+        kw["capitalized"] = True
+    m = re.search(r"(?:at least|minimum of)\s+" + NUM + r"\s+words?\b", t)
+    if m:
+        kw["min_words"] = to_int(m.group(1))
+    m = re.search(r"(?:not exceed|at most|no more than|maximum of)\s+" + NUM + r"\s+words?\b", t)
+    if m:
+        kw["max_words"] = to_int(m.group(1))
+    if re.search(r"\b(?:each|every)\b", t) and "for each word" not in t:
         kw["scope"] = "each"
+        target = _EACH_TARGET.search(text)
+        if target:
+            kw["target"] = target.group(1)
     return "muldimif:keywords:include", kw
 
 

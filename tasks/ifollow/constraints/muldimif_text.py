@@ -158,6 +158,65 @@ def pipe_block(text: str) -> tuple[int, int] | None:
     return rows, len(lines[0].split("|")) - 2
 
 
+_SEPARATOR_LINE = re.compile(r"^\s*([-*=])\1{2,}\s*$")
+
+
+def _norm_word(word: str) -> str:
+    return re.sub(r"\W", "", word).lower()
+
+
+def each_elements(text: str, target: str) -> list[str]:
+    """MulDimIF's elements for "each <target> must ..." keyword rules.
+
+    By the text's leading format: a JSON document -> its top-level values; a Markdown table (lines
+    starting and ending with '|', at least header, separator and one row) -> the cells of the
+    column whose header shares most words with ``target`` (else of the column with the most words
+    per cell); a response that starts with a numbered item -> numbered items; one that starts with
+    a bullet -> bullet items; otherwise the stretches between separator lines (---, ***, ===).
+    An empty list means nothing to check (the rule then fails).
+    """
+    if re.match(r"\s*[{\[]", text):
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            return []
+        if isinstance(data, dict):
+            return [str(v) for v in data.values()]
+        return [str(v) for v in data] if isinstance(data, list) else []
+    if re.search(r"^\s*\|.+\|", text, re.MULTILINE):
+        lines = [ln.strip() for ln in text.split("\n") if ln.strip().startswith("|") and ln.strip().endswith("|")]
+        if len(lines) < 3:
+            return []
+        header = [h.strip() for h in lines[0].split("|")[1:-1]]
+        rows = [[c.strip() for c in ln.split("|")[1:-1]] for ln in lines[2:]]
+        rows = [r for r in rows if len(r) == len(header)]
+        if not header or not rows:
+            return []
+        wanted = {_norm_word(w) for w in target.split() if _norm_word(w)}
+        scores = [sum(1 for w in h.split() if _norm_word(w) in wanted) for h in header]
+        if max(scores) > 0:
+            col = scores.index(max(scores))
+        else:
+            widths = [sum(len(r[i].split()) for r in rows) / len(rows) for i in range(len(header))]
+            col = widths.index(max(widths))
+        return [re.sub(r"^#+\s*", "", r[col]).strip() for r in rows]
+    if re.match(r"\s*\d+\.\s+", text):
+        return [ln.split(".", 1)[1].strip() for ln in text.split("\n") if re.match(r"\s*\d+\.\s+", ln)]
+    if re.match(r"\s*[-*] ", text):
+        return [ln.strip().split(" ", 1)[1].strip() for ln in text.split("\n") if re.match(r"\s*[-*] ", ln)]
+    sections, current = [], []
+    for line in text.split("\n"):
+        if _SEPARATOR_LINE.match(line):
+            if current:
+                sections.append("\n".join(current).strip())
+                current = []
+        else:
+            current.append(line)
+    if current:
+        sections.append("\n".join(current).strip())
+    return sections or [text]
+
+
 def elements(text: str) -> list[str]:
     """The units an "each X must ..." constraint applies to (see the module docstring)."""
     found = tables(text)
