@@ -203,7 +203,7 @@ def each_elements(text: str, target: str) -> list[str]:
     if re.match(r"\s*\d+\.\s+", text):
         return [ln.split(".", 1)[1].strip() for ln in text.split("\n") if re.match(r"\s*\d+\.\s+", ln)]
     if re.match(r"\s*[-*] ", text):
-        return [ln.strip().split(" ", 1)[1].strip() for ln in text.split("\n") if re.match(r"\s*[-*] ", ln)]
+        return [re.sub(r"^\s*[-*] ", "", ln).strip() for ln in text.split("\n") if re.match(r"\s*[-*] ", ln)]
     sections, current = [], []
     for line in text.split("\n"):
         if _SEPARATOR_LINE.match(line):
