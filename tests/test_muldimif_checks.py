@@ -117,20 +117,35 @@ CASES = [
     case("format:blurb", "One.\n\nTwo.", {"max_words": 100}, False, True, note="two paragraphs; loose keeps one"),
     case("markdown:heading_level", "## Title\ntext", {"level": 2}, True, note="h2"),
     case("markdown:heading_level", "### Title", {"level": 2}, False, note="h3"),
-    case("markdown:heading_level", "```\n## not a heading\n```", {"level": 2}, False, True, note="in code; loose drops the fence"),
+    case("markdown:heading_level", "```\n## in code\n```", {"level": 2}, True, note="code not excluded (official)"),
     case("markdown:heading_level", "##NoSpace", {"level": 2}, False, note="no space"),
-    case("markdown:levels_at_least", "# A\n## B", {"n": 2}, True, note="two levels"),
-    case("markdown:levels_at_least", "## A\n## B", {"n": 2}, False, note="one level"),
-    case("markdown:levels_at_least", "# A\n### C", {"n": 2}, True, note="non-adjacent"),
+    case("markdown:heading_level", "## A\n### B", {"level": 2, "each": True}, False, True,
+         note="each heading must be h2; loose drops the h3"),
+    case("markdown:heading_titled", "## Lunarians Overview\ntext", {"level": 2, "title": "Lunarians Overview"}, True,
+         note="exact title"),
+    case("markdown:heading_titled", "## Lunarians overview", {"level": 2, "title": "Lunarians Overview"}, False,
+         note="case differs"),
+    case("markdown:heading_titled", "# Lunarians Overview", {"level": 2, "title": "Lunarians Overview"}, False,
+         note="level differs"),
+    case("markdown:level_count", "# A\n## B", {"op": "at least", "n": 2}, True, note="two levels"),
+    case("markdown:level_count", "## A\n## B", {"op": "at least", "n": 2}, False, note="one level"),
+    case("markdown:level_count", "# A\n## B\n### C", {"op": "exactly", "n": 2}, False, True,
+         note="three, not exactly two; loose drops one"),
+    case("markdown:level_count", "plain", {"op": "at most", "n": 2}, True, note="zero levels <= 2"),
+    case("markdown:level_count", "# A\n## B", {"op": "at least", "n": 2, "each": True}, False,
+         note="each heading alone has one level (official)"),
     case("markdown:has_levels", "# A\n## B", {"levels": [1, 2]}, True, note="both"),
     case("markdown:has_levels", "# A\n### B", {"levels": [1, 2]}, False, note="h2 missing"),
     case("markdown:has_levels", "## B\n# A", {"levels": [1, 2]}, True, note="any order"),
     case("markdown:max_level", "# A\n## B", {"level": 2}, True, note="within"),
     case("markdown:max_level", "### C", {"level": 2}, False, note="too deep"),
-    case("markdown:max_level", "no headings", {"level": 2}, True, note="none"),
+    case("markdown:max_level", "no headings", {"level": 2}, False, note="needs a heading (official)"),
     case("markdown:headings", "# A", {}, True, note="one"),
     case("markdown:headings", "A", {}, False, note="none"),
     case("markdown:headings", "# A\ntext\n# B", {"min": 2}, True, note="two"),
+    case("markdown:unchecked", "plain text", {"text": "use two heading levels"}, True, note="no rule read"),
+    case("markdown:unchecked", "plain text", {"each": True, "text": "t"}, False, note="each: needs a heading"),
+    case("markdown:unchecked", "# A", {"each": True, "text": "t"}, True, note="each with a heading"),
     case("markdown:block_quotes", "> quote", {}, True, note="quote"),
     case("markdown:block_quotes", "no quote", {}, False, note="none"),
     case("markdown:block_quotes", "text\n  > indented", {}, True, note="indented"),
@@ -177,7 +192,7 @@ def test_table(cid, response, kwargs, strict, loose):
 def test_every_type_has_three_cases():
     counts = Counter(p.values[0] for p in CASES)
     assert {i: counts[i] for i in MULDIMIF_IDS if counts[i] < 3} == {}
-    assert len(MULDIMIF_IDS) == 28
+    assert len(MULDIMIF_IDS) == 30
 
 
 def test_every_type_renders_and_is_family_muldimif():

@@ -286,45 +286,81 @@ def blurb(response: str, max_words: int = 100) -> bool:
 
 
 # -- format --------------------------------------------------------------------------------------
-@constraint("muldimif:markdown:heading_level", ("level",),
-            lambda kw: f"The response must include a level {kw['level']} heading.")
-def heading_level(response: str, level: int) -> bool:
-    """Some Markdown heading has exactly this level."""
-    return any(lv == int(level) for lv, _ in mt.headings(response))
+def _heading_rule(response: str, each: bool, rule) -> CheckResult:
+    """MulDimIF: with ``each`` ("each"/"any" in the text) every heading must satisfy the rule on its
+    own; headings are :func:`muldimif_text.md_headings`."""
+    found = mt.md_headings(response)
+    if each:
+        if not found:
+            return CheckResult(False, "no heading", [])
+        bad = [h for h in found if not rule([h])]
+        return CheckResult(not bad, f"{len(bad)} of {len(found)} headings fail", [])
+    return CheckResult(rule(found), f"heading levels {[lv for lv, _ in found]}", [])
 
 
-@constraint("muldimif:markdown:levels_at_least", ("n",),
-            lambda kw: f"The response must use at least {kw['n']} heading levels.")
-def levels_at_least(response: str, n: int) -> bool:
-    """At least ``n`` distinct Markdown heading levels occur."""
-    return len({lv for lv, _ in mt.headings(response)}) >= int(n)
+def _each_text(kw: dict[str, Any]) -> str:
+    return " (every heading)" if kw.get("each") else ""
 
 
-@constraint("muldimif:markdown:has_levels", ("levels",),
-            lambda kw: "The response must use heading levels " + " and ".join(map(str, kw["levels"])) + ".")
-def has_levels(response: str, levels: list[int]) -> bool:
-    """Every listed heading level occurs."""
-    present = {lv for lv, _ in mt.headings(response)}
-    return all(int(lv) in present for lv in levels)
+@constraint("muldimif:markdown:heading_level", ("level", "each"),
+            lambda kw: f"The response must include a level {kw['level']} heading{_each_text(kw)}.", required=("level",))
+def heading_level(response: str, level: int, each: bool = False) -> CheckResult:
+    """Some heading has exactly this level (with ``each``: every heading has it)."""
+    return _heading_rule(response, each, lambda hs: any(lv == int(level) for lv, _ in hs))
 
 
-@constraint("muldimif:markdown:max_level", ("level",),
-            lambda kw: f"Headings must not go deeper than level {kw['level']}.")
-def max_level(response: str, level: int) -> bool:
-    """No Markdown heading is deeper than ``level`` (no heading at all passes)."""
-    return all(lv <= int(level) for lv, _ in mt.headings(response))
+@constraint("muldimif:markdown:heading_titled", ("level", "title", "each"),
+            lambda kw: f"The response must include a level {kw['level']} heading titled '{kw['title']}'.",
+            required=("level", "title"))
+def heading_titled(response: str, level: int, title: str, each: bool = False) -> CheckResult:
+    """A heading of this level whose text is exactly ``title``."""
+    return _heading_rule(response, each, lambda hs: any(lv == int(level) and c == title for lv, c in hs))
 
 
-@constraint("muldimif:markdown:headings", ("min",), lambda kw: "The response must be organised under headings.")
-def has_headings(response: str, min: int = 1) -> bool:
-    """At least ``min`` Markdown headings (default 1)."""
-    return len(mt.headings(response)) >= int(min)
+@constraint("muldimif:markdown:level_count", ("op", "n", "each"),
+            lambda kw: f"The response must use {kw['op']} {kw['n']} heading levels.", required=("op", "n"))
+def level_count(response: str, op: str, n: int, each: bool = False) -> CheckResult:
+    """The number of distinct heading levels is at least / at most / exactly ``n``."""
+    def rule(hs: list[tuple[int, str]]) -> bool:
+        k = len({lv for lv, _ in hs})
+        return k >= int(n) if op == "at least" else k <= int(n) if op == "at most" else k == int(n)
+
+    return _heading_rule(response, each, rule)
 
 
-@constraint("muldimif:markdown:block_quotes", (), "The response must use Markdown block quotes.")
-def block_quotes(response: str) -> bool:
-    """Some line starts with '>'."""
-    return any(ln.lstrip().startswith(">") for ln in response.split("\n"))
+@constraint("muldimif:markdown:has_levels", ("levels", "each"),
+            lambda kw: "The response must use heading levels " + " and ".join(map(str, kw["levels"])) + ".",
+            required=("levels",))
+def has_levels(response: str, levels: list[int], each: bool = False) -> CheckResult:
+    """Every listed heading level occurs (needs at least one heading)."""
+    return _heading_rule(response, each,
+                         lambda hs: bool(hs) and {int(x) for x in levels} <= {lv for lv, _ in hs})
+
+
+@constraint("muldimif:markdown:max_level", ("level", "each"),
+            lambda kw: f"Headings must not go deeper than level {kw['level']}.", required=("level",))
+def max_level(response: str, level: int, each: bool = False) -> CheckResult:
+    """There is a heading and none is deeper than ``level``."""
+    return _heading_rule(response, each, lambda hs: bool(hs) and all(lv <= int(level) for lv, _ in hs))
+
+
+@constraint("muldimif:markdown:headings", ("min", "each"), lambda kw: "The response must be organised under headings.")
+def has_headings(response: str, min: int = 1, each: bool = False) -> CheckResult:
+    """At least ``min`` headings (default 1)."""
+    return _heading_rule(response, each, lambda hs: len(hs) >= int(min))
+
+
+@constraint("muldimif:markdown:unchecked", ("each", "text"), lambda kw: str(kw.get("text", "")))
+def markdown_unchecked(response: str, each: bool = False, text: str = "") -> CheckResult:
+    """A Markdown constraint from which MulDimIF's rules read no requirement: it holds (with
+    ``each``: as long as there is a heading)."""
+    return _heading_rule(response, each, lambda hs: True)
+
+
+@constraint("muldimif:markdown:block_quotes", ("min",), "The response must use Markdown block quotes.")
+def block_quotes(response: str, min: int = 1) -> bool:
+    """At least ``min`` non-empty lines start with '>' once stripped."""
+    return sum(1 for ln in response.split("\n") if ln.strip().startswith(">")) >= int(min)
 
 
 def _table_bound(response: str, index: int, lo: Any, hi: Any, required: bool, what: str) -> CheckResult:

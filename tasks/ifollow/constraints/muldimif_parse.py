@@ -200,35 +200,55 @@ def parse_identifiers(text: str) -> Parsed:
     return "muldimif:identifiers:starts_with", kw
 
 
+_LEVEL = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
+_ANY_HEADINGS = ("include headings", "includes headings", "use heading levels", "using heading levels",
+                 "presented under a separate heading", "separated with headings", "with headings")
+
+
 def parse_markdown(text: str) -> Parsed:
-    t = text.lower()
+    """Markdown heading constraints, read as MulDimIF reads them (first rule that applies).
+
+    "each" or "any" anywhere in the text (also inside "company") makes every heading answer for
+    the rule on its own. Block quotes; a heading titled '...'; two named levels ("heading levels
+    1 and 2", "H1 ... H2"); one named level ("a level 2 heading", "heading level 3"); a count of
+    distinct levels ("at least/at most/exactly two heading levels"); a deepest level ("must not
+    exceed level 2"); plain "include headings" / "with headings". Text from which none of these
+    reads a rule is ``muldimif:markdown:unchecked``.
+    """
+    t = text.strip().lower().rstrip(".")
+    each = {"each": True} if ("each" in t or "any" in t) else {}
     if "block quote" in t or "blockquote" in t:
-        return "muldimif:markdown:block_quotes", {}
-    m = re.search(r"not exceed (?:heading )?level\s+" + NUM, t)
+        n = re.search(NUM + r" block quotes", t) if "at least" in t else None
+        return "muldimif:markdown:block_quotes", {"min": to_int(n.group(1))} if n else {}
+    m = re.search(r"level " + _LEVEL + r" heading titled [\"'“](.*?)[\"'”]", text, re.IGNORECASE)
     if m:
-        return "muldimif:markdown:max_level", {"level": to_int(m.group(1))}
-    levels = [to_int(x) for x in re.findall(r"level[\s-]+" + NUM + r"(?!\s+(?:heading|headings)\s+levels)", t)]
-    m = re.search(r"heading levels\s+" + NUM + r"\s+and\s+" + NUM, t)
+        return "muldimif:markdown:heading_titled", {"level": to_int(m.group(1)), "title": m.group(2), **each}
+    m = re.search(r"heading levels " + _LEVEL + r" and " + _LEVEL, t) or \
+        re.search(r"heading levels.*?level\s*" + _LEVEL + r".*?level\s*" + _LEVEL, t)
     if m:
-        levels = [to_int(m.group(1)), to_int(m.group(2))]
-    m = re.search(r"(?:at least|exactly|multiple|with)?\s*" + NUM + r"?\s*(?:different\s+)?(?:heading levels|levels of headings?)"
-                  r"|headings with\s+" + NUM + r"\s+levels|multiple heading levels", t)
-    if m and (m.group(1) or m.group(2) or "multiple" in m.group(0)) and len(set(levels)) < 2:
-        n = m.group(1) or m.group(2)
-        return "muldimif:markdown:levels_at_least", {"n": to_int(n) if n else 2}
-    hlevels = sorted({int(x) for x in re.findall(r"\bh([1-6])\b", t)})
-    if len(hlevels) >= 2 and len(set(levels)) < 2:
-        levels = hlevels
-    m = re.search(r"headings? (?:at|with)(?: at least)?\s+" + NUM + r"\s+levels?", t)
-    if m and len(set(levels)) < 2:
-        return "muldimif:markdown:levels_at_least", {"n": to_int(m.group(1))}
-    if len(set(levels)) >= 2:
-        return "muldimif:markdown:has_levels", {"levels": sorted(set(levels))}
-    if levels:
-        return "muldimif:markdown:heading_level", {"level": levels[0]}
-    if "heading" in t or re.search(r"\bsections?\b", t):
-        return "muldimif:markdown:headings", {}
-    raise _fail(text, "no heading requirement found")
+        return "muldimif:markdown:has_levels", {"levels": sorted({to_int(m.group(1)), to_int(m.group(2))}), **each}
+    named = re.findall(r"a heading level " + _LEVEL, t) or re.findall(r"\bh(\d)\b", t) or \
+        re.findall(r"level " + _LEVEL + r" for", t)
+    if named and ("must include" in t or "should" in t):
+        levels = sorted({to_int(x) for x in named})
+        if len(levels) > 1:
+            return "muldimif:markdown:has_levels", {"levels": levels, **each}
+        return "muldimif:markdown:heading_level", {"level": levels[0], **each}
+    m = re.search(r"(?:a|at least one|at least \d+|two|three|\d+) (?:heading level|level) " + _LEVEL
+                  + r"(?: heading)?", t) or re.search(r"heading (?:at )?level " + _LEVEL, t)
+    if m:
+        return "muldimif:markdown:heading_level", {"level": to_int(m.group(1)), **each}
+    m = re.search(r"(at least|at most|exactly|up to|a maximum of|under) " + _LEVEL + r" (?:different )?"
+                  r"(?:heading )?levels?", t)
+    if m:
+        op = {"up to": "at most", "a maximum of": "at most", "under": "at most"}.get(m.group(1), m.group(1))
+        return "muldimif:markdown:level_count", {"op": op, "n": to_int(m.group(2)), **each}
+    m = re.search(r"must (?:not exceed|be limited to)\s+(?:level\s+)?" + _LEVEL, t)
+    if m:
+        return "muldimif:markdown:max_level", {"level": to_int(m.group(1)), **each}
+    if any(p in t for p in _ANY_HEADINGS):
+        return "muldimif:markdown:headings", each
+    return "muldimif:markdown:unchecked", {**each, "text": text}
 
 
 def _optional_table(t: str) -> bool:

@@ -19,7 +19,8 @@ stated once here and used by every MulDimIF type):
   last ``|`` is one table (:func:`pipe_block`). Elsewhere (elements, table scopes) Markdown pipe
   tables are read properly: a run of lines starting with ``|`` (or holding two) whose second line
   is a ``---`` separator.
-- Headings: ATX headings ``#``..``######`` followed by a space, outside code blocks.
+- Headings: for MulDimIF's Markdown rules, any stripped line of '#'s, whitespace and text
+  (:func:`md_headings`); elsewhere (case scopes) ATX headings ``#``..``######`` outside code.
 """
 
 from __future__ import annotations
@@ -76,6 +77,20 @@ def sentences(text: str) -> list[str]:
 def paragraphs(text: str) -> list[str]:
     """Non-empty blocks separated by blank lines."""
     return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+
+
+_MD_HEADING = re.compile(r"^(#+)\s+(.*?)\s*$")
+
+
+def md_headings(text: str) -> list[tuple[int, str]]:
+    """(level, content) of every line that, stripped, is '#'s, whitespace and text (MulDimIF's
+    heading reading: any number of '#', code blocks not excluded)."""
+    out = []
+    for line in text.split("\n"):
+        m = _MD_HEADING.match(line.strip())
+        if m:
+            out.append((len(m.group(1)), m.group(2).strip()))
+    return out
 
 
 def headings(text: str) -> list[tuple[int, str]]:
