@@ -21,7 +21,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import tasks.ifollow.constraints.muldimif_checks  # noqa: F401  (registers the muldimif:* types)
+import tasks.ifollow.constraints.muldimif_checks
+import tasks.ifollow.constraints.muldimif_structure  # noqa: F401
 
 Parsed = tuple[str, dict[str, Any]]
 

@@ -11,7 +11,8 @@ stated once here and used by every MulDimIF type):
   (regex ``[^.!?]*[.!?]``), so "Dr. Smith" is two and a final fragment with no end mark is none.
   We also end a sentence at 。！？, which the official count ignores (it would find no sentence in a
   Chinese answer).
-- Paragraphs: non-empty blocks separated by blank lines.
+- Paragraphs (MulDimIF's count): the non-blank pieces of the text split on "\\n\\n" (a line
+  holding only spaces does not separate paragraphs).
 - Elements ("each X must ..."): the data rows of the first Markdown table if there is one, else
   the list items (lines starting with ``-``, ``*``, ``+``, ``•`` or ``1.``) if there are any, else
   the paragraphs.
@@ -75,8 +76,8 @@ def sentences(text: str) -> list[str]:
 
 
 def paragraphs(text: str) -> list[str]:
-    """Non-empty blocks separated by blank lines."""
-    return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    """Non-blank stretches between two consecutive newlines (MulDimIF splits on "\\n\\n")."""
+    return [p.strip() for p in text.split("\n\n") if p.strip()]
 
 
 _MD_HEADING = re.compile(r"^(#+)\s+(.*?)\s*$")
@@ -243,51 +244,23 @@ def elements(text: str) -> list[str]:
     return paragraphs(text)
 
 
-def _json_candidates(text: str) -> list[str]:
-    blocks = re.findall(r"```(?:json|JSON)?\s*\n(.*?)```", text, re.DOTALL)
-    out = [b for b in blocks if b.strip()]
-    start = text.find("{")
-    while start != -1:  # balanced {...} spans outside strings, scanning left to right
-        depth, in_str, esc = 0, False, False
-        for j in range(start, len(text)):
-            ch = text[j]
-            if in_str:
-                esc = (ch == "\\") and not esc
-                if ch == '"' and not esc:
-                    in_str = False
-                continue
-            if ch == '"':
-                in_str = True
-            elif ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    out.append(text[start:j + 1])
-                    break
-        else:
-            break
-        start = text.find("{", j + 1)
-    return out
+def official_json(text: str) -> object | None:
+    """MulDimIF's JSON reading: the first ```json fenced block if any, else the whole text, parsed
+    as one JSON document; None when it does not parse."""
+    m = re.search(r"```json(.*?)```", text, re.DOTALL)
+    try:
+        return json.loads(m.group(1).strip() if m else text)
+    except (ValueError, RecursionError):
+        return None
 
 
-def json_values(text: str) -> list[object]:
-    """Every JSON object or array that parses: fenced blocks first, then balanced ``{...}`` spans."""
-    values = []
-    for cand in _json_candidates(text):
-        try:
-            values.append(json.loads(cand))
-        except (ValueError, RecursionError):
-            continue
-    return values
-
-
-def object_depth(value: object) -> int:
-    """Nesting depth counted in objects: ``{}`` is 1, ``{"a": {}}`` is 2; arrays add no level."""
-    if isinstance(value, dict):
-        return 1 + max((object_depth(v) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return max((object_depth(v) for v in value), default=0)
+def container_depth(value: object) -> int:
+    """MulDimIF's nesting depth: every object or array adds one level, a scalar none, and an empty
+    container ends the count there (``{"a": {"b": 1}}`` -> 2, ``[{"a": 1}]`` -> 2, ``{}`` -> 0)."""
+    if isinstance(value, dict) and value:
+        return 1 + max(container_depth(v) for v in value.values())
+    if isinstance(value, list) and value:
+        return 1 + max(container_depth(v) for v in value)
     return 0
 
 
