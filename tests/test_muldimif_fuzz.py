@@ -21,15 +21,15 @@ KWARGS = {
     "muldimif:punctuation:ending": {"marks": [".", "!"], "unit": "cells"},
     "muldimif:identifiers:starts_with": {"prefix": "Example:", "scope": "each"},
     "muldimif:identifiers:name_initial": {"letter": "P"},
-    "muldimif:language:capitalized": {"scope": "headings"}, "muldimif:language:chinese": {"variant": "traditional"},
+    "muldimif:language:capitalized": {"scope": "headings"}, "muldimif:language:chinese": {"variant": "traditional", "mode": "entirely"},
     "muldimif:length:words": {"min": 2, "max": 50, "scope": "each"}, "muldimif:length:sentences": {"min": 1, "max": 5},
     "muldimif:length:characters": {"min": 15, "scope": "each"}, "muldimif:length:paragraphs": {"min": 2},
-    "muldimif:format:blurb": {"max_words": 100}, "muldimif:markdown:heading_level": {"level": 2},
+    "muldimif:format:blurb": {"max_chars": 200}, "muldimif:markdown:heading_level": {"level": 2},
     "muldimif:markdown:level_count": {"op": "exactly", "n": 2, "each": True},
     "muldimif:markdown:heading_titled": {"level": 2, "title": "A"}, "muldimif:markdown:unchecked": {"each": True}, "muldimif:markdown:has_levels": {"levels": [1, 2]},
     "muldimif:markdown:max_level": {"level": 2}, "muldimif:table:rows": {"max": 3, "required": True},
     "muldimif:table:columns": {"min": 2, "max": 3, "required": False}, "muldimif:list:items": {"max": 5},
-    "muldimif:json:nesting": {"min": 2}, "muldimif:xml:attributes": {"max": 3, "required": True},
+    "muldimif:json:nesting": {"min": 2}, "muldimif:xml:attributes": {"min": 1, "max": 3},
 }
 
 FRAGMENTS = ["\n", "\n\n", "# ", "## ", "### ", "- ", "* ", "1. ", "> ", "|", "| a | b |\n", "|---|---|\n", "```", "`",

@@ -11,6 +11,7 @@ of MulDimIF's constraint forms, not a replica of its official rule list.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -124,11 +125,6 @@ def keywords_unstated(response: str, text: str) -> CheckResult:
     return CheckResult(True, "no keyword stated: not programmatically checkable", [])
 
 
-def _ending(text: str) -> str:
-    """Text with trailing whitespace and Markdown emphasis/closing quotes removed, for end-mark checks."""
-    return text.rstrip().rstrip("*_`\"'”’)] \n\t")
-
-
 _UNIT_TEXT = {"response": "The response", "sentences": "Each sentence", "lines": "Each paragraph",
               "cells": "Each table entry", "bullets": "Each bullet point"}
 
@@ -227,26 +223,30 @@ def lowercase(response: str, scope: str = "response") -> bool:
     return text == text.lower()
 
 
-# Characters that differ between the two scripts (simplified, traditional), common ones only.
-_SIMPLIFIED = set("们个这说为国会来时对学后发经问长见还点体进开关现实与种么爱书东车门马鸟鱼语读写认识让给过动电话样气应该当从业产")
-_TRADITIONAL = set("們個這說為國會來時對學後發經問長見還點體進開關現實與種麼愛書東車門馬鳥魚語讀寫認識讓給過動電話樣氣應該當從業產")
+@functools.lru_cache(maxsize=2)
+def _converter(config: str):
+    """OpenCC (pure-Python reimplementation, Apache-2.0): "s2t" simplified->traditional, "t2s" back."""
+    from opencc import OpenCC
+
+    return OpenCC(config)
 
 
-@constraint("muldimif:language:chinese", ("variant",),
-            lambda kw: f"The response must be written in {kw['variant'].capitalize()} Chinese.")
-def chinese(response: str, variant: str) -> CheckResult:
-    """At least half the letters are CJK, and the script-specific characters lean to ``variant``.
-
-    ``variant`` is "simplified" or "traditional"; a text with neither kind of marker character
-    passes either (the two scripts share most characters).
-    """
-    ratio = mt.cjk_ratio(response)
-    if ratio < 0.5:
-        return CheckResult(False, f"only {ratio:.0%} of letters are Chinese", [])
-    simp = sum(1 for ch in response if ch in _SIMPLIFIED)
-    trad = sum(1 for ch in response if ch in _TRADITIONAL)
-    ok = trad >= simp if variant == "traditional" else simp >= trad
-    return CheckResult(ok, f"simplified markers {simp}, traditional markers {trad}", [])
+@constraint("muldimif:language:chinese", ("variant", "mode"),
+            lambda kw: f"The response must {'be written entirely in' if kw.get('mode') == 'entirely' else 'use'} "
+                       f"{kw['variant'].capitalize()} Chinese.", required=("variant",))
+def chinese(response: str, variant: str, mode: str = "has") -> CheckResult:
+    """MulDimIF's rule. ``mode="has"``: some character is specific to ``variant`` (it changes when
+    converted to the other script). ``mode="entirely"``: no Latin letter, and converting the whole
+    text to ``variant`` changes nothing. Conversion tables: OpenCC (MulDimIF uses zhconv, whose
+    tables are close but not identical)."""
+    to_variant = _converter("s2t" if variant == "traditional" else "t2s")
+    to_other = _converter("t2s" if variant == "traditional" else "s2t")
+    if mode == "entirely":
+        if re.search(r"[A-Za-z]", response):
+            return CheckResult(False, "Latin letters present", [])
+        return CheckResult(to_variant.convert(response) == response, f"entirely {variant}?", [])
+    hits = [ch for ch in response if "\u3400" <= ch <= "\u9fff" and to_other.convert(ch) != ch]
+    return CheckResult(bool(hits), f"{len(hits)} {variant}-specific characters", [])
 
 
 # -- length --------------------------------------------------------------------------------------
@@ -280,22 +280,21 @@ def length_paragraphs(response: str, min: int | None = None, max: int | None = N
     return within(len(mt.paragraphs(response)), min, max)
 
 
-@constraint("muldimif:format:blurb", ("max_words",), "The response should be concise, resembling a short blurb.")
-def blurb(response: str, max_words: int = 100) -> bool:
-    """A blurb: one paragraph of at most ``max_words`` words (default 100)."""
-    return len(mt.paragraphs(response)) == 1 and mt.count_words(response) <= int(max_words)
+@constraint("muldimif:format:blurb", ("max_chars",), "The response should be concise, resembling a short blurb.")
+def blurb(response: str, max_chars: int = 200) -> bool:
+    """MulDimIF's "short blurb": at most ``max_chars`` characters (default 200)."""
+    return len(response) <= int(max_chars)
 
 
 @constraint("muldimif:format:no_bullets", (), "Do not use bullet points.")
 def no_bullets(response: str) -> bool:
-    """No line starts with a bullet marker (-, *, +, •) followed by a space."""
-    return not any(re.match(r"^\s*[-*+•]\s+\S", ln) for ln in response.split("\n"))
+    """MulDimIF's rule: no line starts (after indentation) with '-' or '*' (so "-5" and "**bold**"
+    at a line start count as bullets too)."""
+    return re.search(r"^\s*[-*]", response, re.MULTILINE) is None
 
 
 @constraint("muldimif:format:full_sentences", (), "The response must be written in full sentences.")
 def full_sentences(response: str) -> bool:
-    """No list items, and every prose paragraph ends with '.', '!' or '?' (or a CJK ender)."""
-    if mt.list_items(response):
-        return False
-    paras = mt.paragraphs("\n".join(mt.prose_lines(response)))
-    return bool(paras) and all(_ending(p).endswith((".", "!", "?", "。", "！", "？")) for p in paras)
+    """MulDimIF holds "full sentences" for every response (its checker has no test for it); we do
+    the same, so that accuracy stays comparable."""
+    return True

@@ -294,7 +294,7 @@ def parse_xml(text: str) -> Parsed:
         if not m:
             raise _fail(text, "no attribute count")
         b = {"min": to_int(m.group(1)), "max": to_int(m.group(1))}
-    return "muldimif:xml:attributes", {**b, "required": not re.search(r"\bif you\b|\bif\b", t)}
+    return "muldimif:xml:attributes", b
 
 
 def parse_text_format(text: str) -> Parsed:
@@ -307,12 +307,22 @@ def parse_text_format(text: str) -> Parsed:
 
 
 def parse_blurb(text: str) -> Parsed:
-    return "muldimif:format:blurb", {"max_words": 100}
+    return "muldimif:format:blurb", {"max_chars": 200}
 
 
 def parse_chinese(text: str) -> Parsed:
-    traditional = re.search(r"traditional|繁體|繁体", text, re.IGNORECASE) is not None
-    return "muldimif:language:chinese", {"variant": "traditional" if traditional else "simplified"}
+    """MulDimIF's reading: "must use / convert into Traditional Chinese characters" -> entirely
+    traditional; other mentions of Traditional (or 使用繁體中文) -> has traditional characters;
+    "translate the text into Simplified Chinese" -> entirely simplified; otherwise -> has
+    simplified characters."""
+    t = text.lower()
+    if re.search(r"must (?:use|convert into|be converted into) traditional chinese characters", t):
+        return "muldimif:language:chinese", {"variant": "traditional", "mode": "entirely"}
+    if re.search(r"(?:include|use) .*?traditional chinese characters|使用繁體中文", t):
+        return "muldimif:language:chinese", {"variant": "traditional"}
+    if "must translate the text into simplified chinese" in t:
+        return "muldimif:language:chinese", {"variant": "simplified", "mode": "entirely"}
+    return "muldimif:language:chinese", {"variant": "simplified"}
 
 
 def parse_english(text: str) -> Parsed:

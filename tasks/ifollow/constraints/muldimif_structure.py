@@ -6,6 +6,7 @@ decisions in :mod:`muldimif_text`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tasks.ifollow.constraints import muldimif_text as mt
@@ -138,18 +139,14 @@ def json_nesting(response: str, min: int | None = None, max: int | None = None) 
     return CheckResult(within(depth, min, max), f"nesting depth {depth}", [])
 
 
-def _max(values: list[int]) -> int:
-    """The largest value (the checkers' ``max`` parameter shadows the builtin)."""
-    return max(values)
-
-
-@constraint("muldimif:xml:attributes", ("min", "max", "required"),
+@constraint("muldimif:xml:attributes", ("min", "max"),
             lambda kw: f"Each XML element must have {bound_phrase(kw, 'attributes')}.")
-def xml_attributes(response: str, min: int | None = None, max: int | None = None, required: bool = True) -> CheckResult:
-    """XML start tags' attribute counts: with ``max``, none exceeds it; with ``min``, the largest
-    reaches it. No XML element fails unless the constraint is optional ("if you use XML")."""
-    counts = mt.xml_attribute_counts(response)
-    if not counts:
-        return CheckResult(not required, "no XML element", [])
-    ok = (max is None or all(c <= int(max) for c in counts)) and (min is None or _max(counts) >= int(min))
+def xml_attributes(response: str, min: int | None = None, max: int | None = None) -> CheckResult:
+    """MulDimIF's rule: in the first ```xml block if there is one (else the whole response), every
+    XML start tag has between ``min`` and ``max`` attributes; a response with no tag holds."""
+    m = re.search(r"```xml(.*?)```", response, re.DOTALL)
+    if "```xml" in response and not m:
+        return CheckResult(False, "unclosed ```xml block", [])
+    counts = mt.xml_attribute_counts(m.group(1) if m else response)
+    ok = all(within(c, min, max) for c in counts)
     return CheckResult(ok, f"attribute counts {counts[:20]}", [])

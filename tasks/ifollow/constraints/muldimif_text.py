@@ -30,7 +30,6 @@ import json
 import re
 from dataclasses import dataclass
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+\S")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+\S")
 _SEPARATOR_CELL = re.compile(r"^\s*:?-{2,}:?\s*$")
@@ -44,27 +43,6 @@ def count_words(text: str) -> int:
     """CJK characters if there are any, else whitespace tokens (MulDimIF's count)."""
     cjk = _CJK_ANY.findall(text)
     return len(cjk) if cjk else len(text.split())
-
-
-def cjk_ratio(text: str) -> float:
-    """Share of CJK characters among the letters (``str.isalpha``) of ``text``."""
-    letters = [ch for ch in text if ch.isalpha()]
-    if not letters:
-        return 0.0
-    return sum(1 for ch in letters if _CJK.match(ch)) / len(letters)
-
-
-def prose_lines(text: str) -> list[str]:
-    """Lines outside code fences that are not table rows or headings."""
-    out, in_code = [], False
-    for line in text.split("\n"):
-        if _FENCE.match(line):
-            in_code = not in_code
-            continue
-        if in_code or _HEADING.match(line) or _is_table_line(line):
-            continue
-        out.append(line)
-    return out
 
 
 _SENTENCE = re.compile(r"[^.!?。！？]*[.!?。！？]")
