@@ -23,7 +23,7 @@ PARSE = [
     ("Length", "Words", "Range: 50-100 words", ("length:words", {"min": 50, "max": 100})),
     ("Length", "Words: Range", "The answer must be between 10 and 20 words.", ("length:words", {"min": 10, "max": 20})),
     ("Length", "Words", "at least 150 words", ("length:words", {"min": 150})),
-    ("Length", "Words", "Each name must be at most 3 words long", ("length:words", {"max": 3, "scope": "each"})),
+    ("Length", "Words", "Each name must be at most 3 words long", ("length:words", {"max": 3, "scope": "each", "target": "name"})),
     ("Length", "Words", "ensure that the sentence contains fewer than 15 words", ("length:words", {"max": 14})),
     ("Length", "Sentences", "The answer must be at most 1 sentence long", ("length:sentences", {"max": 1})),
     ("Length", "Sentences: At most", "Each explanation must be a single sentence",

@@ -250,11 +250,21 @@ def chinese(response: str, variant: str, mode: str = "has") -> CheckResult:
 
 
 # -- length --------------------------------------------------------------------------------------
-@constraint("muldimif:length:words", ("min", "max", "scope"),
+@constraint("muldimif:length:words", ("min", "max", "scope", "target"),
             lambda kw: f"{_scope_text(kw)} must contain {bound_phrase(kw, 'words')}.")
-def length_words(response: str, min: int | None = None, max: int | None = None, scope: str = "response") -> bool:
-    """Word count (see muldimif_text) of the response, or of every element, within [min, max]."""
-    return all(within(mt.count_words(u), min, max) for u in _units(response, scope))
+def length_words(response: str, min: int | None = None, max: int | None = None, scope: str = "response",
+                 target: str | None = None) -> CheckResult:
+    """Word count (:func:`muldimif_text.count_words`) of the response within [min, max]; with
+    ``scope="each"``, the whitespace-token count of every element of
+    :func:`muldimif_text.word_limit_elements` (MulDimIF's rule; no element fails)."""
+    if scope == "each":
+        units = mt.word_limit_elements(response, target)
+        if not units:
+            return CheckResult(False, "no element to check", [])
+        bad = [u for u in units if not within(len(u.split()), min, max)]
+        return CheckResult(not bad, f"{len(bad)} of {len(units)} elements out of bounds", [])
+    n = mt.count_words(response)
+    return CheckResult(within(n, min, max), f"{n} words", [])
 
 
 @constraint("muldimif:length:sentences", ("min", "max", "scope"),

@@ -339,6 +339,10 @@ def parse_english(text: str) -> Parsed:
     raise _fail(text, "no English-case requirement")
 
 
+_WORD_TARGET = re.compile(r"(?:each entry in the|each|the)\s+(.+?)\s+(?:is|in the table|column|must|consists of|"
+                          r"contains?|should|have)", re.IGNORECASE)
+
+
 def _length(unit_re: str, cid: str, scoped: bool) -> Callable[[str], Parsed]:
     def parse(text: str) -> Parsed:
         b = bound(text, unit_re)
@@ -354,8 +358,11 @@ def _length(unit_re: str, cid: str, scoped: bool) -> Callable[[str], Parsed]:
                 return "muldimif:list:items", bound(text, r"[a-z][a-z-]*(?:\s+[a-z-]+)?")
             else:
                 raise _fail(text, f"no count for {cid.split(':')[-1]}")
-        if scoped and _each(text):
+        if scoped and re.search(r"\beach\b", text, re.IGNORECASE):
             b = {**b, "scope": "each"}
+            m = _WORD_TARGET.search(text)
+            if m and cid_here == "muldimif:length:words":
+                b["target"] = m.group(1).lower().replace('"', "").replace("'", "")
         return cid_here, b
 
     return parse

@@ -1,27 +1,21 @@
-"""Structure readers for the MulDimIF checkers: words, sentences, paragraphs, elements, Markdown
-tables and headings, JSON objects and XML elements found in a response.
+"""Text readers for the MulDimIF checkers: words, sentences, paragraphs, elements, tables,
+headings, JSON and XML as MulDimIF's official checker reads them (its rules are facts we follow;
+the code is ours). Deviations are marked "ours".
 
-Decisions (MulDimIF's official checker is a large set of per-phrase rules; these are our reading,
-stated once here and used by every MulDimIF type):
-
-- Words (MulDimIF's official count): if the text holds any CJK character (ideographs, CJK
-  punctuation, full-width forms), the number of such characters; otherwise the number of
-  whitespace-separated tokens (so "don't" and "3.5" are one word each, a lone "-" is one).
-- Sentences (MulDimIF's official count): the non-blank stretches of text ending in '.', '!' or '?'
-  (regex ``[^.!?]*[.!?]``), so "Dr. Smith" is two and a final fragment with no end mark is none.
-  We also end a sentence at 。！？, which the official count ignores (it would find no sentence in a
-  Chinese answer).
-- Paragraphs (MulDimIF's count): the non-blank pieces of the text split on "\\n\\n" (a line
-  holding only spaces does not separate paragraphs).
-- Elements ("each X must ..."): the data rows of the first Markdown table if there is one, else
-  the list items (lines starting with ``-``, ``*``, ``+``, ``•`` or ``1.``) if there are any, else
-  the paragraphs.
-- Tables, for row and column limits (MulDimIF's reading): everything between the first and the
-  last ``|`` is one table (:func:`pipe_block`). Elsewhere (elements, table scopes) Markdown pipe
-  tables are read properly: a run of lines starting with ``|`` (or holding two) whose second line
-  is a ``---`` separator.
-- Headings: for MulDimIF's Markdown rules, any stripped line of '#'s, whitespace and text
-  (:func:`md_headings`); elsewhere (case scopes) ATX headings ``#``..``######`` outside code.
+- Words: if the text holds any CJK character (ideographs, CJK punctuation, full-width forms), the
+  number of such characters; otherwise the number of whitespace-separated tokens.
+- Sentences: non-blank stretches ending in '.', '!' or '?' (``[^.!?]*[.!?]``), so "Dr. Smith" is
+  two and a final fragment with no end mark is none; ours: 。！？ also end one.
+- Paragraphs: the non-blank pieces of the text split on a blank line ("\\n\\n").
+- Elements of an "each <target> must include ..." keyword rule: :func:`each_elements`; of an
+  "each <target> ... N words" limit: :func:`word_limit_elements`; ours, when the text names no
+  target: :func:`elements` (first table's rows, else list items, else paragraphs).
+- Table limits: everything between the first and the last '|' is one table (:func:`pipe_block`);
+  ours, for table scopes and elements: proper Markdown pipe tables (:func:`tables`).
+- Headings: any stripped line of '#'s, whitespace and text (:func:`md_headings`); ours, for case
+  scopes: ATX headings outside code fences (:func:`headings`).
+- JSON: the first ```json block, else the whole text, as one document; depth counts objects and
+  arrays (:func:`container_depth`). XML: attributes of every start tag.
 """
 
 from __future__ import annotations
@@ -209,6 +203,52 @@ def each_elements(text: str, target: str) -> list[str]:
     if current:
         sections.append("\n".join(current).strip())
     return sections or [text]
+
+
+def word_limit_elements(text: str, target: str | None) -> list[str]:
+    """MulDimIF's elements for "each <target> ... N words" limits.
+
+    A response starting with JSON -> its top-level values; one holding a Markdown table -> the
+    data cells under headers that contain ``target`` (all cells, headers included, when none
+    does); one starting with a numbered item -> the items (text after a ':' and the number);
+    one starting with a bullet -> the items; otherwise every non-blank line that is not a table
+    row and does not end with ':' (leading '#' removed).
+    """
+    if re.match(r"\s*[{\[]", text):
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            return []
+        return [str(v) for v in data.values()] if isinstance(data, dict) else []
+    if re.search(r"^\s*\|.+\|", text, re.MULTILINE):
+        cells: list[str] = []
+        for line in (ln.strip() for ln in text.split("\n")):
+            if not line.startswith("|"):
+                continue
+            if re.match(r"^[\s|*-]+$", line):
+                cells.append("\0split")
+            else:
+                cells += [c.strip() for c in line[1:-1].split("|") if c.strip()]
+        if "\0split" not in cells:
+            return cells
+        cut = cells.index("\0split")
+        header, data_cells = cells[:cut], [c for c in cells[cut + 1:] if c != "\0split"]
+        if not header:
+            return []
+        wanted = (target or "cells").lower()
+        picked = []
+        for i in range(0, len(data_cells) - len(header) + 1, len(header)):
+            for key, value in zip(header, data_cells[i:i + len(header)]):
+                if key.lower() != value.lower() and wanted in key.lower():
+                    picked.append(value)
+        return picked or cells
+    if re.match(r"\s*\d+\.\s+", text):
+        return [ln.split(":", 1)[-1].split(".", 1)[-1].strip() for ln in text.split("\n")
+                if re.match(r"\s*\d+\.\s+", ln)]
+    if re.match(r"\s*[-*] ", text):
+        return [re.sub(r"^\s*[-*] ", "", ln).strip() for ln in text.split("\n") if re.match(r"\s*[-*] ", ln)]
+    return [ln.strip().lstrip("#").strip() for ln in text.split("\n")
+            if ln.strip() and not ln.strip().strip("*#'\"").endswith(":") and not re.match(r"^\|.*\|$", ln.strip())]
 
 
 def elements(text: str) -> list[str]:
