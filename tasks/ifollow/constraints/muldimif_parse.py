@@ -22,86 +22,18 @@ from collections.abc import Callable
 from typing import Any
 
 import tasks.ifollow.constraints.muldimif_checks
-import tasks.ifollow.constraints.muldimif_structure  # noqa: F401
+import tasks.ifollow.constraints.muldimif_structure  # noqa: F401  (registers the structure types)
+from tasks.ifollow.constraints.muldimif_phrases import (
+    NUM,
+    MulDimIFParseError,
+    bound,
+    mentions_each,
+    quoted,
+    to_int,
+    unreadable,
+)
 
 Parsed = tuple[str, dict[str, Any]]
-
-_NUMBER_WORDS = {
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "twenty": 20,
-    "thirty": 30, "forty": 40, "fifty": 50, "hundred": 100, "single": 1, "once": 1, "twice": 2,
-}
-NUM = r"(\d[\d,]*|" + "|".join(_NUMBER_WORDS) + r")"
-
-
-class MulDimIFParseError(ValueError):
-    """A MulDimIF constraint text that no parsing rule understands."""
-
-
-def to_int(token: str) -> int:
-    token = token.lower().replace(",", "")
-    return int(token) if token.isdigit() else _NUMBER_WORDS[token]
-
-
-_MAX_Q = (r"at most|no more than|not more than|not exceed(?:ing)?|(?:do|does|must|should|will) not exceed|"
-          r"exceed(?:ing)?|(?:a )?maximum(?: length)? of|maximum|up to|limited to(?: only)?|limit(?:ed)? to|"
-          r"no longer than|within|under|(?:a )?total of")
-_STRICT_MAX_Q = r"fewer than|less than"
-_MIN_Q = r"at least|(?:a )?minimum of|no fewer than|no less than|minimum"
-_STRICT_MIN_Q = r"(?<!no )(?<!not )more than"
-_EXACT_Q = r"exactly|precisely|consist(?:s|ing)? of"
-_GAP = r"\W+(?:[a-z]+\W+){0,4}?"  # up to four filler words between a quantifier and its number
-_TAIL = r"\W+(?:[\w'-]+\W+){0,2}?"  # up to two words between the number and the unit
-
-
-def bound(text: str, unit: str) -> dict[str, int] | None:
-    """``{"min": a, "max": b}`` (either may be absent) for a count of ``unit`` stated in ``text``."""
-    t = text.lower()
-    m = re.search(r"(?:between|range of|from)?\s*" + NUM + r"\s*(?:and|to|-|–)\s*" + NUM + _TAIL + unit, t)
-    if m:
-        return {"min": to_int(m.group(1)), "max": to_int(m.group(2))}
-    m = re.search(r"(?:row|column|word|sentence|paragraph) limit of\s+" + NUM, t)
-    if m and re.search(unit, m.group(0)):
-        return {"max": to_int(m.group(1))}
-    found: dict[str, int] = {}
-    for quant, kind in ((_STRICT_MAX_Q, "smax"), (_MAX_Q, "max"), (_STRICT_MIN_Q, "smin"), (_MIN_Q, "min"),
-                        (_EXACT_Q, "exact")):
-        m = re.search(r"\b(?:" + quant + r")" + _GAP + NUM + _TAIL + unit, t)
-        if m:
-            n = to_int(m.group(1))
-            if kind in ("smax", "max") and "max" not in found:
-                found["max"] = n - 1 if kind == "smax" else n
-            elif kind in ("smin", "min") and "min" not in found:
-                found["min"] = n + 1 if kind == "smin" else n
-            elif kind == "exact" and not found:
-                return {"min": n, "max": n}
-    if found:
-        return found
-    m = re.search(r"\b(?:a|one) single\s+" + unit + r"|\bsingle\s+" + unit, t)
-    if m:
-        return {"min": 1, "max": 1}
-    m = re.search(r"\b" + NUM + _TAIL + unit, t)
-    if m and m.group(1) not in ("once", "twice"):
-        n = to_int(m.group(1))
-        return {"min": n, "max": n}
-    return None
-
-
-def _each(text: str) -> bool:
-    return re.search(r"\b(each|every)\b(?! word)", text, re.IGNORECASE) is not None
-
-
-def _fail(text: str, why: str) -> MulDimIFParseError:
-    return MulDimIFParseError(f"{why}: {text!r}")
-
-
-# -- per-category parsers ---------------------------------------------------------------------------
-_QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”|「([^」]+)」|‘([^’]+)’|(?<![\w])'(.+?)'(?=[\s,.;:!?)]|$)")
-
-
-def quoted(text: str) -> list[str]:
-    return [next(g for g in m.groups() if g is not None).strip() for m in _QUOTED.finditer(text)]
-
 
 _EACH_TARGET = re.compile(r"\b(?:each|every)\s+(.+?)\s+(?:must|should|needs to|has to)\s+", re.IGNORECASE)
 
@@ -169,7 +101,7 @@ def parse_punctuation(text: str) -> Parsed:
     else:
         marks = list(dict.fromkeys(_MARK_NAMES[n] for n in names if n in _MARK_NAMES))
     if not marks:
-        raise _fail(text, "no ending mark named")
+        raise unreadable(text, "no ending mark named")
     if "bullet point" in t:
         first = next((m for name, m in _MARK_NAMES.items() if name in t), marks[0])
         return "muldimif:punctuation:ending", {"marks": [first], "unit": "bullets"}
@@ -192,11 +124,11 @@ def parse_punctuation(text: str) -> Parsed:
 def parse_identifiers(text: str) -> Parsed:
     words = quoted(text)
     if not words:
-        raise _fail(text, "no quoted identifier")
+        raise unreadable(text, "no quoted identifier")
     if re.search(r"\bletter\b", text, re.IGNORECASE):
         return "muldimif:identifiers:name_initial", {"letter": words[-1]}
     kw: dict[str, Any] = {"prefix": words[-1]}
-    if _each(text):
+    if mentions_each(text):
         kw["scope"] = "each"
     return "muldimif:identifiers:starts_with", kw
 
@@ -269,14 +201,14 @@ def parse_table(text: str, prefer: str = "") -> Parsed:
     items = bound(t, r"[a-z][a-z-]*(?:\s+[a-z-]+)?")
     if items:
         return "muldimif:list:items", items
-    raise _fail(text, "no row, column or item count")
+    raise unreadable(text, "no row, column or item count")
 
 
 def parse_json(text: str) -> Parsed:
     t = text.lower()
     m = re.search(r"(at least|exceed(?:ing)?|at most|no more than|exactly|nesting level of|not exceed)\D*?" + NUM, t)
     if not m:
-        raise _fail(text, "no nesting bound")
+        raise unreadable(text, "no nesting bound")
     n = to_int(m.group(2))
     q = m.group(1)
     if q == "at least":
@@ -292,7 +224,7 @@ def parse_xml(text: str) -> Parsed:
     if b is None:
         m = re.search(r"exactly\s+" + NUM, t)
         if not m:
-            raise _fail(text, "no attribute count")
+            raise unreadable(text, "no attribute count")
         b = {"min": to_int(m.group(1)), "max": to_int(m.group(1))}
     return "muldimif:xml:attributes", b
 
@@ -303,7 +235,7 @@ def parse_text_format(text: str) -> Parsed:
         return "muldimif:format:no_bullets", {}
     if "full sentence" in t:
         return "muldimif:format:full_sentences", {}
-    raise _fail(text, "unknown text format")
+    raise unreadable(text, "unknown text format")
 
 
 def parse_blurb(text: str) -> Parsed:
@@ -336,7 +268,7 @@ def parse_english(text: str) -> Parsed:
         return "muldimif:language:capitalized", scope
     if "heading" in t or "markdown" in t:  # a Markdown request filed under English
         return parse_markdown(text)
-    raise _fail(text, "no English-case requirement")
+    raise unreadable(text, "no English-case requirement")
 
 
 _WORD_TARGET = re.compile(r"(?:each entry in the|each|the)\s+(.+?)\s+(?:is|in the table|column|must|consists of|"
@@ -357,7 +289,7 @@ def _length(unit_re: str, cid: str, scoped: bool) -> Callable[[str], Parsed]:
             elif bound(text, r"[a-z][a-z-]*(?:\s+[a-z-]+)?"):  # "at most 10 labeled components"
                 return "muldimif:list:items", bound(text, r"[a-z][a-z-]*(?:\s+[a-z-]+)?")
             else:
-                raise _fail(text, f"no count for {cid.split(':')[-1]}")
+                raise unreadable(text, f"no count for {cid.split(':')[-1]}")
         if scoped and re.search(r"\beach\b", text, re.IGNORECASE):
             b = {**b, "scope": "each"}
             m = _WORD_TARGET.search(text)
