@@ -43,6 +43,8 @@ PARSE = [
     ("Content", "Keywords", "The answer must avoid the keyword 'cheap'", ("keywords:exclude", {"keywords": ["cheap"]})),
     ("Content", "Keywords", "Each question must include the keywords 'game mechanics' and 'user experience'",
      ("keywords:include", {"keywords": ["game mechanics", "user experience"], "scope": "each", "target": "question"})),
+    ("Content", "Keywords", "Ensure the statement includes the keyword 'Natwest' and avoids the keyword 'dormant'.",
+     ("keywords:include", {"keywords": ["Natwest"], "exclude": ["dormant"]})),
     ("Content", "Keywords", "Must include 'apple' or 'orange'", ("keywords:include", {"keywords": ["apple", "orange"],
                                                                                      "any_of": True})),
     ("Content", "Keywords", "The answer must include the keyword 'Cleopatra' at least twice.",

@@ -76,21 +76,26 @@ def _keyword_rule(text: str, keywords: list[str], min_count: int, any_of: bool, 
 
 
 @constraint("muldimif:keywords:include",
-            ("keywords", "min_count", "any_of", "scope", "target", "end_period", "capitalized", "min_words", "max_words"),
+            ("keywords", "min_count", "any_of", "scope", "target", "end_period", "capitalized", "min_words", "max_words",
+             "exclude"),
             lambda kw: (f"Each {kw.get('target', 'item')}" if kw.get("scope") == "each" else "The response")
             + " must include " + (" or " if kw.get("any_of") else " and ").join(f"'{k}'" for k in kw["keywords"]) + ".",
             required=("keywords",))
 def keywords_include(response: str, keywords: list[str], min_count: int = 1, any_of: bool = False,
                      scope: str = "response", target: str | None = None, end_period: bool = False,
                      capitalized: bool = False, min_words: int | None = None,
-                     max_words: int | None = None) -> CheckResult:
+                     max_words: int | None = None, exclude: list[str] | None = None) -> CheckResult:
     """Every keyword (with ``any_of``: some keyword) occurs at least ``min_count`` times, plus the
-    extra conditions the same sentence states (ends with a period, words capitalised, word count).
+    extra conditions the same sentence states (ends with a period, words capitalised, word count);
+    no keyword of ``exclude`` may occur ("includes 'X' and avoids 'Y'").
 
     ``scope="each"``: the rule holds for every element — MulDimIF's elements for ``target``
     (:func:`muldimif_text.each_elements`), or ours (:func:`muldimif_text.elements`) when the text
     names no "each <target> must" (the official checker fails those outright; we check them).
     """
+    for k in exclude or []:
+        if keyword_pattern(k).search(response):
+            return CheckResult(False, f"'{k}' must be avoided", [])
     rule = (keywords, int(min_count), bool(any_of), bool(end_period), bool(capitalized), min_words, max_words)
     if scope == "each":
         units = mt.each_elements(response, target) if target else mt.elements(response)

@@ -52,6 +52,10 @@ def parse_keywords(text: str) -> Parsed:
         # "include the names of key players", "avoid the mention of pirated content": no keyword
         # is stated, so nothing can be matched; the official checker's rule then holds no keyword.
         return "muldimif:keywords:unstated", {"text": text}
+    both = (re.search(r"includes?\s+the\s+keyword\s+[\"']([^\"']+)[\"']", text, re.IGNORECASE),
+            re.search(r"avoids?\s+the\s+keyword\s+[\"']([^\"']+)[\"']", text, re.IGNORECASE))
+    if both[0] and both[1]:  # "includes the keyword 'X' and avoids the keyword 'Y'"
+        return "muldimif:keywords:include", {"keywords": [both[0].group(1)], "exclude": [both[1].group(1)]}
     if re.search(r"\bavoid|must not (?:include|contain|use|mention)|should not (?:include|contain|use|mention)|"
                  r"\bexclude|\bwithout\b|do not (?:include|use|mention)|must be avoided", text, re.IGNORECASE):
         return "muldimif:keywords:exclude", {"keywords": words}
