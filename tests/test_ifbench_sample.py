@@ -144,3 +144,19 @@ def test_null_kwargs_as_in_the_official_rows_change_nothing(data_dir):
             clean = {k: v for k, v in kwargs.items() if v is not None}
             for response in (row["prompt"], "A short reply. With two sentences!"):
                 assert checker(response, kwargs).ok == checker(response, clean).ok
+
+
+def test_rendered_instructions_appear_in_the_benchmark_prompts(data_dir):
+    """Each type renders the instruction sentence IFBench's prompts print, with the row's kwargs.
+
+    335 of the 344 (row, constraint) pairs render to a substring of the prompt; the other 9 are
+    the data's own wording variants (e.g. "In your response the last word..." without a comma,
+    "3-rd sentence" where 18 other rows say "-th").
+    """
+    import tasks.ifollow.constraints.ifbench  # noqa: F401
+    from tasks.ifollow.constraints.base import get_constraint
+
+    rows = [json.loads(x) for x in (data_dir / "ifbench" / "IFBench_test.jsonl").read_text().splitlines()]
+    pairs = [(get_constraint(c).render(k), r["prompt"]) for r in rows for c, k in zip(r["instruction_id_list"], r["kwargs"])]
+    assert len(pairs) == 344
+    assert sum(text in prompt for text, prompt in pairs) >= 335

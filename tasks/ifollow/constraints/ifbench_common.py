@@ -97,7 +97,8 @@ def ifbench_type(
     needed = tuple(params if required is None else required)
 
     def renderer(kwargs: dict[str, Any]) -> str:
-        kw = clean_kwargs(kwargs)
+        # The data writes integer parameters as floats (5.0); the instruction text says "5".
+        kw = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in clean_kwargs(kwargs).items()}
         if callable(render):
             return render(kw)
         return render.format(**kw) if params else render  # a fixed text may hold literal braces

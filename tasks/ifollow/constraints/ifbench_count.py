@@ -81,7 +81,8 @@ def _sentence_endings(response: str) -> Counter:
     return Counter(s[-1] for s in punkt_sentences(response) if s)
 
 
-@ifbench_type("ratio:sentence_type", (), "Maintain a 2:1 ratio of declarative to interrogative sentences.")
+@ifbench_type("ratio:sentence_type", (),
+              "Maintain a 2:1 ratio of declarative to interrogative sentences in your response.")
 def sentence_type(response: str) -> bool:
     """(#Punkt sentences ending in '.') == 2 * (#ending in '?'). Zero of both satisfies it (official)."""
     ends = _sentence_endings(response)
@@ -89,7 +90,8 @@ def sentence_type(response: str) -> bool:
 
 
 @ifbench_type("ratio:sentence_balance", (),
-              "Ensure that the ratio of sentence types (declarative, interrogative, exclamatory) is balanced.")
+              "Ensure that the ratio of sentence types (declarative, interrogative, exclamatory) in your response "
+              "is balanced.")
 def sentence_balance(response: str) -> bool:
     """#sentences ending in '.' == #ending in '?' == #ending in '!' (Punkt sentences)."""
     ends = _sentence_endings(response)

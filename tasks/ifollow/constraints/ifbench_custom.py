@@ -31,7 +31,7 @@ def multiples(response: str) -> bool:
     return re.findall(r"\d+", response.replace(",", ", ")) == [str(i) for i in range(14, 51, 7)]
 
 
-_MCQ_PROMPT = ("Generate 4 multiple choice questions with 5 options each about '20th century art history'. Each "
+_MCQ_PROMPT = ("Generate 4 multiple choice questions with 5 options each about \"20th century art history\". Each "
                "question should start with the label \"Question\". The questions should get progressively longer. "
                "Do not provide an explanation.")
 
@@ -220,7 +220,7 @@ def date_format_list(response: str) -> bool:
 @ifbench_type("repeat:repeat_change", ("prompt_to_repeat",),
               "Repeat the request, but change the first word of the repeated request, (do not say anything before "
               "repeating the request; the request you need to repeat does not include this sentence) and do not "
-              "answer the actual request! Request: {prompt_to_repeat}")
+              "answer the actual request!")
 def repeat_change(response: str, prompt_to_repeat: str) -> bool:
     """Not the request verbatim, and equal to it from the second whitespace word on."""
     if response == prompt_to_repeat:

@@ -28,13 +28,19 @@ _PRIMES = frozenset({2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53,
                      83, 89, 97})
 
 
+def ordinal(n: int) -> str:
+    """'1-st', '22-nd', '23-rd', '11-th', '34-th': the ordinals IFBench's prompts print."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}-{suffix}"
+
+
 def _alnum_tokens(text: str) -> list[str]:
     """Treebank tokens that contain at least one letter or digit (punctuation tokens dropped)."""
     return [t for t in treebank_words(text) if any(ch.isalnum() for ch in t)]
 
 
-@ifbench_type("words:alphabet", (), "Each word must start with the next letter of the alphabet, looping back to "
-                                    "'A' after 'Z'.")
+@ifbench_type("words:alphabet", (), "Each word in your response must start with the next letter of the alphabet, "
+                                    "looping back to 'A' after 'Z'.")
 def alphabet(response: str) -> bool:
     """After deleting punctuation, word k+1 starts with the letter after word k's (z -> a).
 
@@ -134,7 +140,7 @@ def repeats(response: str, small_n: int) -> bool:
 
 
 @ifbench_type("sentence:keyword", ("word", "N"),
-              lambda kw: f"The response must include keyword \"{kw['word']}\" in the {kw['N']}-th sentence.")
+              lambda kw: f"The response must include keyword {kw['word']} in the {kw['N']}-th sentence.")
 def sentence_keyword(response: str, word: str, N: int) -> tuple[bool, list[tuple[int, int]]]:
     """The N-th Punkt sentence contains ``word`` as a whole word (case-insensitive)."""
     n = as_int(N)
@@ -159,8 +165,8 @@ def odd_even_syllables(response: str) -> bool:
     return all(a != b for a, b in itertools.pairwise(parities))
 
 
-@ifbench_type("words:last_first", (), "The last word of each sentence must become the first word of the next "
-                                      "sentence.")
+@ifbench_type("words:last_first", (), "In your response, the last word of each sentence must become the first word "
+                                      "of the next sentence.")
 def last_first(response: str) -> bool:
     """For consecutive Punkt sentences, last word of one == first word of the next (case-insensitive).
 
@@ -176,8 +182,8 @@ def last_first(response: str) -> bool:
     return True
 
 
-@ifbench_type("words:paragraph_last_first", (), "Each paragraph must end with the same word it started with, "
-                                                "separate paragraphs with a newline.")
+@ifbench_type("words:paragraph_last_first", (), "Each paragraph of your response must end with the same word it "
+                                                "started with, separate paragraphs with a newline.")
 def paragraph_last_first(response: str) -> bool:
     """Every non-empty line, lower-cased and stripped of outer punctuation, starts and ends with the same token."""
     for line in response.split("\n"):
@@ -206,7 +212,8 @@ def no_consecutive(response: str) -> bool:
 
 
 @ifbench_type("words:keywords_specific_position", ("keyword", "n", "m"),
-              "Include keyword {keyword} in the {n}-th sentence, as the {m}-th word of that sentence.")
+              lambda kw: f"Include keyword {kw['keyword']} in the {ordinal(as_int(kw['n']))} sentence, as the "
+                         f"{ordinal(as_int(kw['m']))} word of that sentence.")
 def keywords_specific_position(response: str, keyword: str, n: int, m: int) -> tuple[bool, list]:
     """The m-th word of the n-th Punkt sentence equals ``keyword`` (case-insensitive).
 
