@@ -153,6 +153,7 @@ def test_every_test_set_constraint_parses(rows):
           f"in {time.perf_counter() - t0:.2f} s; by type: {sorted(cov['by_type'].items())}")
     assert (len(rows), cov["total"], cov["parsed"], cov["failures"]) == (1200, 4180, 4180, [])
     assert cov["by_type"]["muldimif:keywords:unstated"] == 2  # the two keyword constraints that name none
+    assert cov["by_type"]["muldimif:markdown:unchecked"] == 46  # Markdown texts MulDimIF reads no rule from
     for row in rows:
         assert len(constraints_for_row(row)) == len(row["constraints"])
 
