@@ -23,6 +23,8 @@ PARSE = [
     ("Length", "Words", "Range: 50-100 words", ("length:words", {"min": 50, "max": 100})),
     ("Length", "Words: Range", "The answer must be between 10 and 20 words.", ("length:words", {"min": 10, "max": 20})),
     ("Length", "Words", "at least 150 words", ("length:words", {"min": 150})),
+    ("Length", "Words", "the term must be at most 3 words long, and it must include the keyword 'illusion'",
+     ("length:words", {"max": 3, "keywords": ["illusion"]})),
     ("Length", "Words", "Each name must be at most 3 words long", ("length:words", {"max": 3, "scope": "each", "target": "name"})),
     ("Length", "Words", "ensure that the sentence contains fewer than 15 words", ("length:words", {"max": 14})),
     ("Length", "Sentences", "The answer must be at most 1 sentence long", ("length:sentences", {"max": 1})),

@@ -255,19 +255,23 @@ def chinese(response: str, variant: str, mode: str = "has") -> CheckResult:
 
 
 # -- length --------------------------------------------------------------------------------------
-@constraint("muldimif:length:words", ("min", "max", "scope", "target"),
+@constraint("muldimif:length:words", ("min", "max", "scope", "target", "keywords"),
             lambda kw: f"{_scope_text(kw)} must contain {bound_phrase(kw, 'words')}.")
 def length_words(response: str, min: int | None = None, max: int | None = None, scope: str = "response",
-                 target: str | None = None) -> CheckResult:
+                 target: str | None = None, keywords: list[str] | None = None) -> CheckResult:
     """Word count (:func:`muldimif_text.count_words`) of the response within [min, max]; with
     ``scope="each"``, the whitespace-token count of every element of
-    :func:`muldimif_text.word_limit_elements` (MulDimIF's rule; no element fails)."""
+    :func:`muldimif_text.word_limit_elements` (MulDimIF's rule; no element fails). Words quoted in
+    the constraint (``keywords``) must also occur, as MulDimIF's whole-response rule requires."""
     if scope == "each":
         units = mt.word_limit_elements(response, target)
         if not units:
             return CheckResult(False, "no element to check", [])
         bad = [u for u in units if not within(len(u.split()), min, max)]
         return CheckResult(not bad, f"{len(bad)} of {len(units)} elements out of bounds", [])
+    missing = [k for k in keywords or [] if not keyword_pattern(k).search(response)]
+    if missing:
+        return CheckResult(False, f"quoted word(s) {missing} missing", [])
     n = mt.count_words(response)
     return CheckResult(within(n, min, max), f"{n} words", [])
 

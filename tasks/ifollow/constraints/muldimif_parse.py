@@ -294,6 +294,10 @@ def _length(unit_re: str, cid: str, scoped: bool) -> Callable[[str], Parsed]:
                 return "muldimif:list:items", bound(text, r"[a-z][a-z-]*(?:\s+[a-z-]+)?")
             else:
                 raise unreadable(text, f"no count for {cid.split(':')[-1]}")
+        if cid_here == "muldimif:length:words" and not re.search(r"\beach\b", text, re.IGNORECASE):
+            words = re.findall(r"[\"']([^']*)[\"']", text)  # MulDimIF: quoted words must appear too
+            if words:
+                b = {**b, "keywords": words}
         if scoped and re.search(r"\beach\b", text, re.IGNORECASE):
             b = {**b, "scope": "each"}
             m = _WORD_TARGET.search(text)
