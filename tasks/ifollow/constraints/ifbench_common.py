@@ -12,7 +12,9 @@ registers its types through :func:`ifbench_type`, which wraps the type's verdict
 - a missing required parameter or any unexpected failure inside a checker becomes a failed
   :class:`CheckResult` with a reason, never an exception (a verifier never raises on model output).
 
-Verdict functions return ``bool`` or ``(bool, spans)`` or a full :class:`CheckResult`.
+Verdict functions return ``bool`` or ``(bool, spans)`` or a full :class:`CheckResult`. The
+MulDimIF types (:mod:`muldimif_checks`) register through the same wrapper with ``family="muldimif"``.
+The memoised Punkt/Treebank readers here are shared by both families.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ FAMILY = "ifbench"
 PUNCT = string.punctuation
 PUNCT_SPACE = PUNCT + " "
 _DROP_PUNCT = str.maketrans("", "", PUNCT)
+
 
 def drop_punct(text: str) -> str:
     """``text`` with every ASCII punctuation character deleted."""
