@@ -161,6 +161,19 @@ class ReplayEngine:
         return torch.cat(parts) if parts else torch.zeros(0)
 
     @torch.no_grad()
+    def js_many(self, hidden_a: Tensor, others: Sequence[Tensor]) -> list[Tensor]:
+        """:meth:`js` of ``hidden_a`` against each of ``others``; the logits of ``hidden_a`` are made
+        once per chunk and shared (P_all against every P_\\k of a response)."""
+        _, head, cap = decoder_and_head(self.model)
+        parts: list[list[Tensor]] = [[] for _ in others]
+        for s in range(0, hidden_a.shape[0], self.chunk_size):
+            la = head_logits(head, hidden_a[s:s + self.chunk_size], cap)
+            for i, hb in enumerate(others):
+                lb = head_logits(head, hb[s:s + self.chunk_size], cap)
+                parts[i].append(js_distance(la, lb, chunk_size=self.chunk_size))
+        return [torch.cat(p) if p else torch.zeros(0) for p in parts]
+
+    @torch.no_grad()
     def logprobs(self, hidden: Tensor, tokens: Sequence[int]) -> Tensor:
         """log p(y_t | ...) of the given tokens, streamed over chunks. [T] float32."""
         _, head, cap = decoder_and_head(self.model)
@@ -248,18 +261,19 @@ def _groups(rollouts: Sequence[Any]) -> dict[int, list[int]]:
 
 
 def leave_one_out(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
-                  group_ids: Tensor, T: int) -> ReplayResult:
+                  group_ids: Tensor, T: int, pairs: Tensor | None = None) -> ReplayResult:
     """MRTPO (Eq. 4-5): relevance[B,K,T], NaN except for the replayed (response, reward) pairs.
 
     A pair is replayed when its reward varies within the group (others have zero advantage) and
     the task builds a P_\\k for it (the default task hook skips rewards whose verdict has no block).
-    P_all is replayed once per response and shared by its rewards.
+    P_all is replayed once per response and shared by its rewards. ``pairs`` (bool[B, K]) overrides
+    the selection (the overhead benchmark uses it to control the replayed share).
     """
     from algorithms.base import rewards_varying_in_group
 
     B, K = rewards.shape
     rel = torch.full((B, K, T), float("nan"))
-    varying = rewards_varying_in_group(rewards, group_ids)
+    varying = rewards_varying_in_group(rewards, group_ids) if pairs is None else pairs
     tokens = _Tokens(tokenizer)
     res = ReplayResult(relevance=rel, pairs_total=int((~torch.isnan(rewards)).sum()))
     for members in _groups(rollouts).values():
@@ -280,8 +294,9 @@ def leave_one_out(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Seq
         res.sequences += len(set(jobs))
         for j, a, without in plan:
             n = len(a.response)
-            for k, b in without.items():
-                rel[j, k, :n] = engine.js(hidden[a], hidden[b]).cpu()
+            ks = list(without)
+            for k, q in zip(ks, engine.js_many(hidden[a], [hidden[without[k]] for k in ks])):
+                rel[j, k, :n] = q.cpu()
                 res.pairs_replayed += 1
     return res
 

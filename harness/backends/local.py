@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import math
 import signal
 import time
 from typing import Any
@@ -35,6 +34,7 @@ import torch
 from harness.backends import checkpoint
 from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
 from harness.backends.rollout import Rollout, greedy_texts, rollouts_for
+from harness.backends.step_metrics import run_summary, sample_rows, step_row
 from harness.config import RunConfig
 from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
 from harness.replay import ReplayEngine, ReplayResult, decoder_and_head, head_logits, replay_for
@@ -42,6 +42,22 @@ from harness.replay import ReplayEngine, ReplayResult, decoder_and_head, head_lo
 
 class TrainingInterrupted(KeyboardInterrupt):
     """Raised after a checkpoint was written in response to SIGTERM/SIGINT; rerun to resume."""
+
+
+def choose_threads(requested: int) -> int:
+    """CPU intra-op threads: ``requested`` when > 0; else 1 when the 1-minute load average already
+    reaches the CPU count (OpenMP threads spin-waiting for busy cores made generation 7x slower than
+    one thread on a shared 2-core machine), else torch's default."""
+    import os
+
+    if requested > 0:
+        return requested
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        busy = os.getloadavg()[0] >= cpus
+    except OSError:
+        busy = False
+    return 1 if busy else torch.get_num_threads()
 
 
 def _step_seed(seed: int, step: int) -> int:
@@ -61,6 +77,8 @@ class LocalBackend:
         self.rollout_model: Any = None
         self.tokenizer: Any = None
         self._stop: str | None = None
+        if self.device.type == "cpu":
+            torch.set_num_threads(choose_threads(cfg.backend.threads))
 
     # -- setup ---------------------------------------------------------------------------------
     @property
@@ -195,7 +213,7 @@ class LocalBackend:
             for s, h in old_handlers.items():
                 signal.signal(s, h)
         self.rollout_model.eval()
-        return self._summary(record, rows, time.time() - t_run)
+        return run_summary(record.metrics(), time.time() - t_run)
 
     def _save(self, record: Any, step: int, opt: torch.optim.Optimizer) -> None:
         checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=opt,
@@ -244,11 +262,12 @@ class LocalBackend:
         upd = self._update(rollouts, adv, T, algo, rep, opt, params)
         self._sync_rollout()
         t4 = time.time()
-        row = self._metrics(n, rollouts, rewards, mask, adv, rep, upd, algo, batch)
+        row = step_row(n, rollouts, rewards, mask, adv, rep, upd, algo.metrics(batch),
+                       getattr(self.task, "format_reward", None), bool(self.cfg.optim.entropy_coef))
         row.update(time_generate=t1 - t0, time_score=t2 - t1, time_replay=t3 - t2, time_update=t4 - t3,
                    time_step=t4 - t0)
         record.append_metrics(row)
-        record.append_samples(self._samples(n, rollouts))
+        record.append_samples(sample_rows(n, rollouts, self.cfg.schedule.log_samples))
         return row
 
     class _Null:
@@ -342,59 +361,3 @@ class LocalBackend:
                 if h.numel():
                     teacher[i, :h.shape[0]] = head_logits(head, h.to(self.device), cap)
         return algo.distillation_loss(logits, teacher, mb.response_mask)
-
-    # -- records --------------------------------------------------------------------------------------
-    def _metrics(self, n: int, rollouts: list[Rollout], rewards: torch.Tensor, mask: torch.Tensor,
-                 adv: torch.Tensor, rep: ReplayResult, upd: dict[str, float], algo: Any, batch: Any) -> dict[str, Any]:
-        row: dict[str, Any] = {"step": n + 1}
-        per_name: dict[str, list[float]] = {}
-        fmt = getattr(self.task, "format_reward", None)
-        for r in rollouts:
-            for v in r.verdicts:
-                if not (isinstance(v.value, float) and math.isnan(v.value)):
-                    per_name.setdefault(v.reward, []).append(float(v.value))
-        for name, vals in sorted(per_name.items()):
-            row[f"reward/{name}"] = sum(vals) / len(vals)
-        valid = rewards[~torch.isnan(rewards)]
-        row["reward_mean"] = float(valid.mean()) if valid.numel() else float("nan")
-        row["format_rate"] = row.get(f"reward/{fmt}") if fmt else None
-        lengths = [len(r.response_ids) for r in rollouts]
-        row["response_length"] = sum(lengths) / len(lengths)
-        row["truncated_rate"] = sum(r.truncated for r in rollouts) / len(rollouts)
-        row["replay_pairs"] = rep.pairs_replayed
-        row["reward_pairs"] = rep.pairs_total
-        row["replay_share"] = rep.pairs_replayed / rep.pairs_total if rep.pairs_total else 0.0
-        row["replay_sequences"] = rep.sequences
-        tokens = max(int(upd["tokens"]), 1)
-        row["adv_abs_mean"] = float(adv[mask].abs().mean()) if bool(mask.any()) else 0.0
-        row["adv_nonzero_tokens"] = int((adv[mask] != 0).sum())
-        row.update(loss=upd["loss"], kl=upd["kl"] / tokens, clip_fraction=upd["clipped"] / tokens,
-                   entropy=upd["entropy"] / tokens if self.cfg.optim.entropy_coef else None,
-                   grad_norm=upd["grad_norm"], ratio_max=upd["ratio_max"])
-        if upd["opsd"]:
-            row["opsd_loss"] = upd["opsd"]
-        for key, value in algo.metrics(batch).items():
-            row[f"algo/{key}"] = value
-        return row
-
-    def _samples(self, n: int, rollouts: list[Rollout]) -> list[dict[str, Any]]:
-        out = []
-        for r in rollouts[: self.cfg.schedule.log_samples]:
-            out.append({"step": n + 1, "example": r.example.id, "group": r.group, "response": r.text,
-                        "tokens": len(r.response_ids), "truncated": r.truncated,
-                        "rewards": {v.reward: (None if math.isnan(v.value) else v.value) for v in r.verdicts}})
-        return out
-
-    def _summary(self, record: Any, rows: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
-        metrics = record.metrics()
-        last = metrics[-1] if metrics else {}
-        shares = [m.get("replay_share", 0.0) for m in metrics]
-        summary: dict[str, Any] = {"steps": len(metrics), "train_seconds": round(seconds, 1),
-                                   "final_rewards": {k[7:]: v for k, v in last.items() if k.startswith("reward/")},
-                                   "final_reward_mean": last.get("reward_mean"),
-                                   "replay_share_mean": sum(shares) / len(shares) if shares else 0.0,
-                                   "adv_abs_mean": last.get("adv_abs_mean")}
-        for key in ("time_generate", "time_score", "time_replay", "time_update", "time_step"):
-            vals = [m[key] for m in metrics if key in m]
-            summary[f"mean_{key}"] = round(sum(vals) / len(vals), 2) if vals else None
-        return summary

@@ -1,0 +1,79 @@
+"""What the local backend writes per step (``metrics.jsonl``, ``samples.jsonl``) and its run summary.
+
+Per step: ``reward/<name>`` (mean over the responses where the reward applies), ``reward_mean``
+(over every non-NaN (response, reward) pair), ``format_rate`` (the task's format reward, None when
+it has none), ``response_length`` (tokens, end-of-turn included), ``truncated_rate``,
+``replay_pairs`` / ``reward_pairs`` / ``replay_share`` (replayed (response, reward) pairs over all
+non-NaN pairs), ``replay_sequences`` (forward passes' sequences), ``adv_abs_mean`` and
+``adv_nonzero_tokens`` (token advantages over valid tokens), ``loss``, ``kl`` (mean k3 per token;
+0 unless a reference is loaded), ``clip_fraction`` (tokens whose clipped term is active),
+``entropy`` (when the entropy term is on), ``grad_norm`` (before clipping, max over mini-batches),
+``ratio_max``, the algorithm's own metrics as ``algo/<key>``, and the seconds spent in
+``time_generate``, ``time_score``, ``time_replay``, ``time_update`` and ``time_step``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+def step_row(n: int, rollouts: Sequence[Any], rewards: torch.Tensor, mask: torch.Tensor, adv: torch.Tensor,
+             rep: Any, upd: dict[str, float], algo_metrics: dict[str, float], format_reward: str | None,
+             with_entropy: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {"step": n + 1}
+    per_name: dict[str, list[float]] = {}
+    for r in rollouts:
+        for v in r.verdicts:
+            if not (isinstance(v.value, float) and math.isnan(v.value)):
+                per_name.setdefault(v.reward, []).append(float(v.value))
+    for name, vals in sorted(per_name.items()):
+        row[f"reward/{name}"] = sum(vals) / len(vals)
+    valid = rewards[~torch.isnan(rewards)]
+    row["reward_mean"] = float(valid.mean()) if valid.numel() else float("nan")
+    row["format_rate"] = row.get(f"reward/{format_reward}") if format_reward else None
+    lengths = [len(r.response_ids) for r in rollouts]
+    row["response_length"] = sum(lengths) / len(lengths)
+    row["truncated_rate"] = sum(r.truncated for r in rollouts) / len(rollouts)
+    row["replay_pairs"] = rep.pairs_replayed
+    row["reward_pairs"] = rep.pairs_total
+    row["replay_share"] = rep.pairs_replayed / rep.pairs_total if rep.pairs_total else 0.0
+    row["replay_sequences"] = rep.sequences
+    tokens = max(int(upd["tokens"]), 1)
+    row["adv_abs_mean"] = float(adv[mask].abs().mean()) if bool(mask.any()) else 0.0
+    row["adv_nonzero_tokens"] = int((adv[mask] != 0).sum())
+    row.update(loss=upd["loss"], kl=upd["kl"] / tokens, clip_fraction=upd["clipped"] / tokens,
+               entropy=upd["entropy"] / tokens if with_entropy else None,
+               grad_norm=upd["grad_norm"], ratio_max=upd["ratio_max"])
+    if upd["opsd"]:
+        row["opsd_loss"] = upd["opsd"]
+    for key, value in algo_metrics.items():
+        row[f"algo/{key}"] = value
+    return row
+
+
+def sample_rows(n: int, rollouts: Sequence[Any], count: int) -> list[dict[str, Any]]:
+    out = []
+    for r in rollouts[:count]:
+        out.append({"step": n + 1, "example": r.example.id, "group": r.group, "response": r.text,
+                    "tokens": len(r.response_ids), "truncated": r.truncated,
+                    "rewards": {v.reward: (None if math.isnan(v.value) else v.value) for v in r.verdicts}})
+    return out
+
+
+def run_summary(metrics: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    """Final reward means, mean replay share, last-step advantage size and mean phase times."""
+    last = metrics[-1] if metrics else {}
+    shares = [m.get("replay_share", 0.0) for m in metrics]
+    summary: dict[str, Any] = {"steps": len(metrics), "train_seconds": round(seconds, 1),
+                               "final_rewards": {k[7:]: v for k, v in last.items() if k.startswith("reward/")},
+                               "final_reward_mean": last.get("reward_mean"),
+                               "replay_share_mean": sum(shares) / len(shares) if shares else 0.0,
+                               "adv_abs_mean": last.get("adv_abs_mean")}
+    for key in ("time_generate", "time_score", "time_replay", "time_update", "time_step"):
+        vals = [m[key] for m in metrics if key in m]
+        summary[f"mean_{key}"] = round(sum(vals) / len(vals), 2) if vals else None
+    return summary
