@@ -187,6 +187,15 @@ def test_a_single_file_can_be_loaded_directly():
     assert len(TASK.load("test", data_dir=path)) == 80
 
 
+def test_hub_names_and_splits():
+    from tasks.toolcall.data import hub_name, hub_split
+
+    assert hub_name("hf:a/b") == "a/b" and hub_name("hub:a/b") == "a/b" and hub_name("hf://a/b") == "a/b"
+    assert hub_name("/data/toolrl") is None
+    assert hub_split("a/b:validation", "train") == ("a/b", "validation")
+    assert hub_split("a/b", "test") == ("a/b", "test")
+
+
 def test_missing_split_file_lists_what_was_looked_for(tmp_path):
     with pytest.raises(DataError, match="rlla_4k_test.parquet"):
         TASK.load("test", data_dir=str(tmp_path))
@@ -196,4 +205,4 @@ def test_hub_loading_fails_with_a_clear_message_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(DataError, match="could not load dataset 'nobody/no-such-rlla'|needs the 'datasets' package"):
-        TASK.load("train", data_dir="hub:nobody/no-such-rlla")
+        TASK.load("train", data_dir="hf:nobody/no-such-rlla:train")

@@ -1,7 +1,7 @@
 """``ToolCallTask``: tool calling in the RLLA format with a format and a correctness reward.
 
 - ``load(split, data_dir=None)``: the built-in demo set (:mod:`tasks.toolcall.demo`); a directory or
-  file of ToolRL rows (:mod:`tasks.toolcall.data`); or ``"hub:NAME"`` to load through ``datasets``.
+  file of ToolRL rows (:mod:`tasks.toolcall.data`); or ``"hf:NAME[:SPLIT]"`` to load through ``datasets``.
 - ``score``: two verdicts, in ``reward_names`` order ``["format", "correctness"]`` (see
   :mod:`tasks.toolcall.rewards` for the formulas and the missing-closing-tag decision).
 - Blocks (paper Appendix C): Z_format states the format required for this example's kind;
@@ -20,7 +20,7 @@ from typing import Any
 
 from tasks.base import DataError, Example, RewardSpec, Task, Verdict
 from tasks.toolcall import demo, templates
-from tasks.toolcall.data import hub_name, hub_rows, read_rows, row_fields, split_file
+from tasks.toolcall.data import hub_name, hub_rows, hub_split, read_rows, row_fields, split_file
 from tasks.toolcall.parsing import ToolCall, find_call_block, parse_tool_list
 from tasks.toolcall.prompts import calls_block_text
 from tasks.toolcall.rewards import (
@@ -53,7 +53,7 @@ class ToolCallTask(Task):
             rows = [r for r in demo.generate() if r["extra_info"]["split"] == split]
             where = "built-in demo set"
         elif hub_name(data_dir) is not None:
-            rows = list(hub_rows(hub_name(data_dir) or "", split))
+            rows = list(hub_rows(*hub_split(hub_name(data_dir) or "", split)))
             where = data_dir
         else:
             where = split_file(data_dir, split)
