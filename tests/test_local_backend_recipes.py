@@ -1,0 +1,30 @@
+"""The shipped paper-scale recipes carry Table 9's values and resolve into valid run configs."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.config import resolve
+
+# (recipe, task, steps, prompts per step, G, temperature, top-p, top-k, evaluators) from Table 9
+TABLE9 = [
+    ("text2sql-paper", "text2sql", 100, 32, 8, 1.1, 1.0, None, {"spider-dev", "bird-dev"}),
+    ("ifollow-paper", "ifollow", 300, 64, 8, 1.0, 0.99, 100, {"ifeval", "ifbench", "muldimif"}),
+    ("toolcall-paper", "toolcall", 100, 512, 4, 1.0, 1.0, None, {"bfcl-v4"}),
+]
+
+
+@pytest.mark.parametrize("recipe,task,steps,prompts,group,temp,top_p,top_k,evals", TABLE9)
+def test_recipe_matches_table_9(recipe, task, steps, prompts, group, temp, top_p, top_k, evals):
+    cfg = resolve(recipe)
+    assert cfg.task.name == task and cfg.schedule.steps == steps
+    assert (cfg.sampling.prompts_per_step, cfg.sampling.group_size) == (prompts, group)
+    assert (cfg.sampling.temperature, cfg.sampling.top_p, cfg.sampling.top_k) == (temp, top_p, top_k)
+    assert cfg.optim.betas == [0.9, 0.999]
+    assert cfg.algo.name == "mrtpo" and cfg.algo.params == {"beta": 0.5, "warmup_steps": 10, "bound": True}
+    assert evals <= set(cfg.schedule.eval_benchmarks)
+
+
+def test_recipe_values_can_be_overridden():
+    cfg = resolve("toolcall-paper", [("algo", "gdpo"), ("sampling.group_size", "8")])
+    assert cfg.algo.name == "gdpo" and cfg.sampling.group_size == 8 and cfg.sampling.prompts_per_step == 512
