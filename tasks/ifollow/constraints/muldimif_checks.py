@@ -178,15 +178,19 @@ def punctuation_ending(response: str, marks: list[str], unit: str = "response", 
 @constraint("muldimif:identifiers:starts_with", ("prefix", "scope"),
             lambda kw: f"{_scope_text(kw)} must start with '{kw['prefix']}'.", required=("prefix",))
 def starts_with(response: str, prefix: str, scope: str = "response") -> bool:
-    """Each unit, with leading whitespace, '#', '*', '_', '>' and quotes removed, starts with ``prefix``."""
-    return all(u.lstrip(" \t\n#*_>\"'").startswith(str(prefix)) for u in _units(response, scope))
+    """MulDimIF's rule: the response, with leading spaces and '#' removed, starts with ``prefix``
+    (case-insensitive); with ``scope="each"`` ("Each example must start with 'Example:'") the
+    prefix need only occur somewhere."""
+    if scope == "each":
+        return str(prefix) in response
+    return response.lstrip(" #").lower().startswith(str(prefix).lower())
 
 
 @constraint("muldimif:identifiers:name_initial", ("letter",),
             lambda kw: f"The name must start with the letter '{kw['letter']}'.")
 def name_initial(response: str, letter: str) -> bool:
-    """Lenient reading: some capitalised word of the response starts with ``letter``."""
-    return re.search(r"(?<![\w'])" + re.escape(str(letter).upper()) + r"[\w'’-]*", response) is not None
+    """MulDimIF's rule: some word starts with the capital ``letter`` (``\\bP[a-zA-Z]*\\b``)."""
+    return re.search(r"\b" + re.escape(str(letter).upper()) + r"[a-zA-Z]*\b", response) is not None
 
 
 # -- language ------------------------------------------------------------------------------------
