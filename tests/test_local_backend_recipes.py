@@ -21,10 +21,17 @@ def test_recipe_matches_table_9(recipe, task, steps, prompts, group, temp, top_p
     assert (cfg.sampling.prompts_per_step, cfg.sampling.group_size) == (prompts, group)
     assert (cfg.sampling.temperature, cfg.sampling.top_p, cfg.sampling.top_k) == (temp, top_p, top_k)
     assert cfg.optim.betas == [0.9, 0.999]
-    assert cfg.algo.name == "mrtpo" and cfg.algo.params == {"beta": 0.5, "warmup_steps": 10, "bound": True}
+    assert cfg.algo.name == "mrtpo" and cfg.algo.params == {}
+    from algorithms import get_algorithm
+
+    mrtpo = get_algorithm("mrtpo", **cfg.algo.params).config
+    assert (mrtpo.beta, mrtpo.warmup_steps, mrtpo.bound) == (0.5, 10, True)
     assert evals <= set(cfg.schedule.eval_benchmarks)
 
 
 def test_recipe_values_can_be_overridden():
     cfg = resolve("toolcall-paper", [("algo", "gdpo"), ("sampling.group_size", "8")])
     assert cfg.algo.name == "gdpo" and cfg.sampling.group_size == 8 and cfg.sampling.prompts_per_step == 512
+    from algorithms import get_algorithm
+
+    get_algorithm(cfg.algo.name, **cfg.algo.params)  # the recipe carries no MRTPO-only keys
