@@ -79,6 +79,11 @@ class LocalBackend:
         self._stop: str | None = None
         if self.device.type == "cpu":
             torch.set_num_threads(choose_threads(cfg.backend.threads))
+        if cfg.backend.generator not in ("auto", "transformers"):
+            # vLLM rollouts need the policy's weights pushed into the engine after every update;
+            # not implemented yet, so "auto" means transformers' generate everywhere for now.
+            raise ValueError(f"backend.generator={cfg.backend.generator!r} is not supported by the local backend "
+                             f"yet; use 'auto' or 'transformers'")
 
     # -- setup ---------------------------------------------------------------------------------
     @property
