@@ -139,8 +139,11 @@ class LocalBackend:
     def generate(self, messages_list: list[list[dict[str, str]]], max_new_tokens: int,
                  greedy: bool = True) -> list[str]:
         """Greedy responses (the trained policy after ``train``, else the configured model)."""
-        if self.policy is None:
-            self._load_policy()
+        if self.rollout_model is None:  # evaluation only: one copy, in the rollout dtype
+            m = self.cfg.model
+            loaded = load_model(m.name, dtype=self.rollout_dtype, device=self.device, cache_dir=m.cache_dir)
+            self.tokenizer, self.rollout_model = loaded.tokenizer, loaded.model
+            self.eos = eos_ids(self.tokenizer, loaded.model)
         self.rollout_model.eval()
         return greedy_texts(self.rollout_model, self.tokenizer, messages_list, self.eos, max_new_tokens)
 
