@@ -183,3 +183,32 @@ def test_generate_is_greedy_and_deterministic():
     second = backend.generate(list(reversed(msgs)), max_new_tokens=8)
     assert len(first) == 2 and all(isinstance(t, str) for t in first)
     assert first == list(reversed(second))
+
+
+@pytest.mark.parametrize("algo", ["cort", "opsd", "mrtpo+saw"])
+def test_other_algorithms_train_through_the_same_replay_engine(tmp_path, algo):
+    backend, rec, _ = _train(tiny_config(str(tmp_path / algo), algo))
+    rows = rec.metrics()
+    assert [r["step"] for r in rows] == [1, 2]
+    assert max(r["replay_share"] for r in rows) > 0
+    if algo == "opsd":
+        assert all(r["opsd_loss"] > 0 for r in rows)  # teacher context differs from the student's
+    before = _initial_params()
+    assert any(not torch.equal(before[k], v) for k, v in backend.policy.state_dict().items())
+
+
+@pytest.mark.parametrize("requested,load,cpus,expected", [(3, 99.0, 2, 3), (0, 5.0, 2, 1), (0, 0.5, 2, None)])
+def test_thread_policy(monkeypatch, requested, load, cpus, expected):
+    import os
+
+    from harness.backends import local
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    assert local.choose_threads(requested) == (torch.get_num_threads() if expected is None else expected)
+
+
+def test_unsupported_generator_is_a_clear_error():
+    cfg = tiny_config("unused", "gdpo", backend__generator="vllm")
+    with pytest.raises(ValueError, match="use 'auto' or 'transformers'"):
+        LocalBackend(cfg, task=ToyTask())
