@@ -14,10 +14,18 @@ suffix plus the response, right-padded. Right padding needs no attention mask: w
 attention a real token never attends to padding that follows it, and positions continue from the
 prefix length. Identical jobs are computed once (P_all is shared by all rewards of a response).
 
+P_all and the old-policy pass. P_all is replayed once per response and its logits are made once
+per chunk for all of the response's rewards (:meth:`ReplayEngine.js_many`). When P_all is the
+sampling prompt itself (ifollow), that replay *is* the old policy's pass over the sampled sequence,
+sharing the prompt's KV prefix with every P_\\k. The trainer runs no other old-log-prob pass to
+reuse: with one optimiser update per step the ratio's old log-probabilities are the detached
+current ones (exact), and with several they come from a float32 pass of the policy, which is kept
+apart from the bf16 replay on purpose (mixing dtypes between p_all and p_\\k would add noise to q).
+
 Equivalence: the prefix-shared result equals a full-context recomputation up to floating-point
 reordering (tested in float32 at 1e-5 on the JS distances).
 
-The statistics built on top (:func:`js_relevance`, :func:`sampled_logprobs`) are in float32
+The statistics (:meth:`ReplayEngine.js`, :meth:`~ReplayEngine.js_many`, :meth:`~ReplayEngine.logprobs`) are float32
 whatever the model dtype. The head is ``get_output_embeddings()`` of the (peft-unwrapped) model;
 ``config.final_logit_softcapping`` is honoured where a model family defines it.
 """
