@@ -1,4 +1,4 @@
-"""Slow (about 10 minutes on 2 shared CPU cores): the embedded SmolLM2-135M on demo and BFCL prompts.
+"""Slow (minutes on a shared CPU): the embedded SmolLM2-135M on demo and BFCL prompts.
 
 Checks that the RLLA prompts fit the recipe's prompt length (2,048 tokens) with the embedded
 tokenizer, that sampled responses score within range, and that the BFCL decoder and checker
