@@ -291,9 +291,7 @@ _values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3)
                        max_leaves=6)
 
 
-@settings(max_examples=1000, deadline=None, derandomize=True)
-@given(data=st.data())
-def test_checker_agrees_with_official_on_random_argument_values(official, cases, data):
+def _random_argument_case(official, cases, data) -> None:
     ast_cases = [c for c in cases if c.category not in IRRELEVANCE]
     case = data.draw(st.sampled_from(ast_cases), label="case")
     calls = gold_calls(case.meta["functions"], case.meta["answers"], case.meta["language"])
@@ -312,3 +310,16 @@ def test_checker_agrees_with_official_on_random_argument_values(official, cases,
     with contextlib.redirect_stdout(io.StringIO()):
         theirs, _ = _official_verdict(official, case, decoded)
     assert (theirs is True) == ours["valid"], (case.id, param, value, ours, theirs)
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_checker_agrees_with_official_on_random_argument_values(official, cases, data):
+    _random_argument_case(official, cases, data)
+
+
+@pytest.mark.slow
+@settings(max_examples=10000, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_checker_agrees_with_official_on_random_argument_values_10000(official, cases, data):
+    _random_argument_case(official, cases, data)
