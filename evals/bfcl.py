@@ -13,6 +13,10 @@ Scoring (:meth:`BFCLv4Evaluator.score`): decode the response's tool-call block
   or an empty block), else ``irrelevance_error:decoder_success``;
 - a case without a response is wrong (``missing_response``).
 
+Each row also says whether the response has the RLLA format the training reward asks for
+(``format_ok``: the ``tool_call`` layout for AST cases, the ``response`` layout for irrelevance
+cases), and the summary reports this format rate (paper Figure 4d) overall and per category.
+
 Summary figures (fractions in [0, 1]; ``protocols`` states each one):
 
 - per category: micro accuracy (correct / cases);
@@ -21,7 +25,8 @@ Summary figures (fractions in [0, 1]; ``protocols`` states each one):
   non-live summary; ``non_live_micro``: pooled over those six categories;
 - ``live_micro``: pooled over live_simple, live_multiple, live_parallel, live_parallel_multiple —
   the official BFCL live summary; ``live_macro``: unweighted mean of those four;
-- ``irrelevance`` / ``live_irrelevance``: reported on their own, as BFCL does.
+- ``irrelevance`` / ``live_irrelevance``: reported on their own, as BFCL does;
+- ``format_rate``: fraction of all cases whose response has the required RLLA format.
 
 Aggregates use the categories present; ``*_complete`` says whether all of them were.
 """
@@ -39,6 +44,7 @@ from evals.base import EvalCase, EvalReport, Evaluator
 from tasks.base import DataError
 from tasks.toolcall.bfcl_checker import check, language_of
 from tasks.toolcall.bfcl_prompts import case_messages, decode_calls
+from tasks.toolcall.rewards import format_reward
 
 NON_LIVE = ["simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple"]
 LIVE = ["live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"]
@@ -59,6 +65,7 @@ PROTOCOLS = {
     "live_macro": "unweighted mean of the four live AST category accuracies",
     "irrelevance": "fraction of irrelevance cases with no call decoded",
     "live_irrelevance": "fraction of live_irrelevance cases with no call decoded",
+    "format_rate": "fraction of all cases whose response has the RLLA format the training reward requires",
 }
 
 
@@ -143,11 +150,14 @@ def _load_category(root: str, category: str) -> list[EvalCase]:
 
 
 def score_case(case: EvalCase, response: str | None) -> dict[str, Any]:
-    """One per-case row ``{id, category, valid, error_type, error}``. Never raises on ``response``."""
-    row = {"id": case.id, "category": case.category, "valid": False, "error_type": "", "error": ""}
+    """One per-case row ``{id, category, valid, error_type, error, format_ok}``. Never raises on ``response``."""
+    row = {"id": case.id, "category": case.category, "valid": False, "error_type": "", "error": "",
+           "format_ok": False}
     if response is None:
         row.update(error_type="missing_response", error="no response for this case")
         return row
+    kind = "response" if case.category in IRRELEVANCE else "tool_call"
+    row["format_ok"] = format_reward(response if isinstance(response, str) else "", kind).value == 1.0
     calls, why = decode_calls(response)
     if case.category in IRRELEVANCE:
         if calls:
@@ -174,11 +184,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-category accuracy plus the macro and micro aggregates of the module docstring."""
     per: dict[str, dict[str, Any]] = {}
     for r in rows:
-        s = per.setdefault(r["category"], {"correct": 0, "total": 0})
+        s = per.setdefault(r["category"], {"correct": 0, "total": 0, "format_ok": 0})
         s["correct"] += int(bool(r["valid"]))
         s["total"] += 1
+        s["format_ok"] += int(bool(r.get("format_ok")))
     for s in per.values():
         s["accuracy"] = s["correct"] / s["total"] if s["total"] else None
+        s["format_rate"] = s["format_ok"] / s["total"] if s["total"] else None
     acc = {c: per[c]["accuracy"] for c in per}
 
     def pooled(cats: list[str]) -> float | None:
@@ -196,6 +208,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "live_macro": _mean([acc[c] for c in LIVE if c in acc]),
         "irrelevance": acc.get("irrelevance"),
         "live_irrelevance": acc.get("live_irrelevance"),
+        "format_rate": sum(int(bool(r.get("format_ok"))) for r in rows) / len(rows) if rows else None,
         "non_live_complete": all(c in per for c in NON_LIVE),
         "live_complete": all(c in per for c in LIVE),
         "headline": {"non_live": "non_live_macro", "live": "live_micro"},
@@ -210,11 +223,12 @@ def markdown_table(summary: dict[str, Any]) -> str:
     def pct(x: float | None) -> str:
         return "n/a" if x is None else f"{100 * x:.2f}"
 
-    lines = ["| category | correct | total | accuracy (%) |", "|---|---:|---:|---:|"]
+    lines = ["| category | correct | total | accuracy (%) | format rate (%) |", "|---|---:|---:|---:|---:|"]
     for cat, s in summary["categories"].items():
-        lines.append(f"| {cat} | {s['correct']} | {s['total']} | {pct(s['accuracy'])} |")
+        lines.append(f"| {cat} | {s['correct']} | {s['total']} | {pct(s['accuracy'])} | {pct(s['format_rate'])} |")
     lines += ["", "| aggregate | accuracy (%) | protocol |", "|---|---:|---|"]
-    for key in ("non_live_macro", "non_live_micro", "live_micro", "live_macro", "irrelevance", "live_irrelevance"):
+    for key in ("non_live_macro", "non_live_micro", "live_micro", "live_macro", "irrelevance", "live_irrelevance",
+                "format_rate"):
         lines.append(f"| {key} | {pct(summary[key])} | {PROTOCOLS[key]} |")
     return "\n".join(lines)
 

@@ -92,6 +92,13 @@ def _resp(*calls):
     return "<think> t </think>\n<tool_call>\n" + "\n".join(json.dumps(c) for c in calls) + "\n</tool_call>"
 
 
+def test_format_ok_follows_the_training_format_reward():
+    good = "<think> t </think>\n<tool_call>\n" + json.dumps({"name": "f", "parameters": {"a": 3}}) + "\n</tool_call>"
+    assert score_case(SIMPLE, good)["format_ok"] and not score_case(SIMPLE, "x " + good)["format_ok"]
+    assert score_case(IRREL, "<think> t </think>\n<response> no </response>")["format_ok"]
+    assert not score_case(IRREL, good)["format_ok"] and not score_case(SIMPLE, None)["format_ok"]
+
+
 @pytest.mark.parametrize("case,response,valid,error_type", [
     (SIMPLE, _resp({"name": "f", "parameters": {"a": 3}}), True, ""),
     (SIMPLE, _resp({"name": "f", "parameters": {"a": 3, "unit": " K.M "}}), True, ""),  # normalised string
@@ -112,7 +119,7 @@ def _resp(*calls):
 def test_score_case_table(case, response, valid, error_type):
     row = score_case(case, response)
     assert (row["valid"], row["error_type"]) == (valid, error_type)
-    assert set(row) == {"id", "category", "valid", "error_type", "error"}
+    assert set(row) == {"id", "category", "valid", "error_type", "error", "format_ok"}
 
 
 def test_aggregates_by_hand():
@@ -122,7 +129,7 @@ def test_aggregates_by_hand():
     spec = {"simple_python": [1, 0], "simple_java": [1], "simple_javascript": [0], "multiple": [1],
             "parallel": [0, 0], "parallel_multiple": [1, 0], "live_simple": [1, 0, 0], "live_multiple": [1, 1],
             "irrelevance": [1, 1, 0, 1]}
-    rows = [{"id": f"{c}_{i}", "category": c, "valid": bool(v), "error_type": "", "error": ""}
+    rows = [{"id": f"{c}_{i}", "category": c, "valid": bool(v), "error_type": "", "error": "", "format_ok": i == 0}
             for c, vs in spec.items() for i, v in enumerate(vs)]
     s = summarize(rows)
     assert s["simple_macro"] == pytest.approx(0.5)
@@ -132,9 +139,12 @@ def test_aggregates_by_hand():
     assert s["live_macro"] == pytest.approx((1 / 3 + 1) / 2)
     assert s["irrelevance"] == pytest.approx(0.75) and s["live_irrelevance"] is None
     assert s["non_live_complete"] and not s["live_complete"]
-    assert s["categories"]["parallel"] == {"correct": 0, "total": 2, "accuracy": 0.0}
+    assert s["categories"]["parallel"] == {"correct": 0, "total": 2, "accuracy": 0.0, "format_ok": 1,
+                                           "format_rate": 0.5}
+    assert s["format_rate"] == pytest.approx(9 / 18)  # the first row of each of the 9 categories
     table = markdown_table(s)
     assert "| non_live_macro | 50.00 |" in table and "| live_irrelevance | n/a |" in table
+    assert "| parallel | 0 | 2 | 0.00 | 50.00 |" in table
 
 
 def test_missing_directory_is_a_clear_error(tmp_path):
@@ -166,6 +176,7 @@ def test_oracle_responses_score_nearly_everything_on_the_real_files(tmp_path):
           f"live_irrelevance {s['live_irrelevance']:.4f}")
     assert s["non_live_macro"] > 0.99 and s["live_micro"] > 0.99
     assert s["irrelevance"] == 1.0 and s["live_irrelevance"] == 1.0
+    assert s["format_rate"] == 1.0
     assert report.rows[0].keys() >= {"id", "category", "valid", "error_type"}
     # a copy of one category in another directory loads the same
     os.makedirs(tmp_path / "possible_answer")

@@ -65,7 +65,7 @@ def test_eval_bfcl_with_predictions(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["categories"]["simple_javascript"]["correct"] == 25  # the even-numbered half
     assert summary["categories"]["live_parallel"]["correct"] == 8
-    assert "| simple_javascript | 25 | 50 | 50.00 |" in (out / "summary.md").read_text()
+    assert "| simple_javascript | 25 | 50 | 50.00 | 50.00 |" in (out / "summary.md").read_text()
 
 
 def test_score_toolcall_on_real_toolrl_rows(tmp_path):
