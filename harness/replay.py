@@ -115,7 +115,14 @@ class ReplayEngine:
     # -- hidden states -----------------------------------------------------------------------------
     @torch.no_grad()
     def run(self, jobs: Sequence[ReplayJob]) -> dict[ReplayJob, Tensor]:
-        """Final hidden states [T, H] at the positions predicting each job's response tokens."""
+        """Final hidden states [T, H] at the positions predicting each job's response tokens.
+
+        Two levels of sharing (``share_prefix``): the group prefix P (longest common prefix of all
+        contexts) is encoded once; a context used by several jobs (ifollow's P_\\k is the same for
+        every response of the group) is then encoded once on top of P, up to its last token, and
+        its jobs run only ``[last context token] + response``. Contexts used once run their
+        remaining suffix plus the response on top of P.
+        """
         unique = list(dict.fromkeys(jobs))
         if not unique:
             return {}
@@ -123,38 +130,63 @@ class ReplayEngine:
             if not job.context or not job.response:
                 raise ValueError("a replay job needs a non-empty context and response")
         decoder, _, _ = decoder_and_head(self.model)
-        prefix_len = 0
-        if self.share_prefix and len(unique) > 1:
-            prefix_len = min(common_prefix_length([j.context for j in unique]),
-                             min(len(j.context) for j in unique) - 1)
-        prefix_cache = None
-        if prefix_len > 0:
-            ids = torch.tensor([unique[0].context[:prefix_len]], device=self.device)
-            prefix_cache = _returned_cache(decoder(input_ids=ids, use_cache=True))
-            self.forward_tokens += prefix_len
+        by_context: dict[tuple[int, ...], list[ReplayJob]] = {}
+        for job in unique:
+            by_context.setdefault(job.context, []).append(job)
         out: dict[ReplayJob, Tensor] = {}
-        # longest first keeps padding small within a batch
-        order = sorted(unique, key=lambda j: len(j.context) + len(j.response), reverse=True)
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start:start + self.batch_size]
-            rows = [list(j.context[prefix_len:]) + list(j.response) for j in batch]
-            width = max(len(r) for r in rows)
-            ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long, device=self.device)
-            for i, r in enumerate(rows):
-                ids[i, :len(r)] = torch.tensor(r, device=self.device)
-            kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": prefix_cache is not None}
-            if prefix_cache is not None:
-                cache = copy.deepcopy(prefix_cache)
-                cache.batch_repeat_interleave(len(rows))
-                kwargs[_cache_kwarg(decoder)] = cache
-                kwargs["position_ids"] = torch.arange(prefix_len, prefix_len + width,
-                                                      device=self.device).unsqueeze(0).expand(len(rows), -1)
-            hidden = decoder(**kwargs).last_hidden_state
-            self.forward_tokens += sum(len(r) for r in rows)
-            for i, job in enumerate(batch):
-                s = len(job.context) - prefix_len
-                out[job] = hidden[i, s - 1:s - 1 + len(job.response)].clone()
+        if not self.share_prefix:
+            self._batches(decoder, None, 0, [(j, list(j.context) + list(j.response), len(j.context) - 1)
+                                             for j in unique], out)
+            return out
+        contexts = list(by_context)
+        prefix_len = min(common_prefix_length(contexts), min(len(c) for c in contexts) - 1)
+        prefix_cache = self._encode(decoder, None, 0, contexts[0][:prefix_len])
+        singles = []
+        for ctx, ctx_jobs in by_context.items():
+            if len(ctx_jobs) == 1 or len(ctx) - 1 <= prefix_len:
+                singles += [(j, list(ctx[prefix_len:]) + list(j.response), len(ctx) - 1 - prefix_len)
+                            for j in ctx_jobs]
+                continue
+            cache = self._encode(decoder, prefix_cache, prefix_len, ctx[prefix_len:-1])
+            rows = [(j, [ctx[-1]] + list(j.response), 0) for j in ctx_jobs]
+            self._batches(decoder, cache, len(ctx) - 1, rows, out)
+        self._batches(decoder, prefix_cache, prefix_len, singles, out)
         return out
+
+    def _encode(self, decoder: Any, cache: Any, cache_len: int, tokens: Sequence[int]) -> Any:
+        """The KV cache after ``tokens`` (batch of one), continuing ``cache`` (not modified)."""
+        if not tokens:
+            return copy.deepcopy(cache) if cache is not None else None
+        ids = torch.tensor([list(tokens)], device=self.device)
+        kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": True}
+        if cache is not None:
+            kwargs[_cache_kwarg(decoder)] = copy.deepcopy(cache)
+            kwargs["position_ids"] = torch.arange(cache_len, cache_len + len(tokens), device=self.device)[None]
+        self.forward_tokens += len(tokens)
+        return _returned_cache(decoder(**kwargs))
+
+    def _batches(self, decoder: Any, cache: Any, cache_len: int, rows: list[tuple[ReplayJob, list[int], int]],
+                 out: dict[ReplayJob, Tensor]) -> None:
+        """Run right-padded rows (job, input tokens, index of the hidden state predicting the first
+        response token) on top of ``cache`` (expanded over each batch) and store the hidden states."""
+        rows = sorted(rows, key=lambda r: len(r[1]), reverse=True)  # similar lengths share a batch
+        for start in range(0, len(rows), self.batch_size):
+            batch = rows[start:start + self.batch_size]
+            width = max(len(r[1]) for r in batch)
+            ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long, device=self.device)
+            for i, (_, tokens, _) in enumerate(batch):
+                ids[i, :len(tokens)] = torch.tensor(tokens, device=self.device)
+            kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": cache is not None}
+            if cache is not None:
+                expanded = copy.deepcopy(cache)
+                expanded.batch_repeat_interleave(len(batch))
+                kwargs[_cache_kwarg(decoder)] = expanded
+                kwargs["position_ids"] = torch.arange(cache_len, cache_len + width,
+                                                      device=self.device).unsqueeze(0).expand(len(batch), -1)
+            hidden = decoder(**kwargs).last_hidden_state
+            self.forward_tokens += sum(len(r[1]) for r in batch)
+            for i, (job, _, first) in enumerate(batch):
+                out[job] = hidden[i, first:first + len(job.response)].clone()
 
     # -- statistics --------------------------------------------------------------------------------
     @torch.no_grad()
@@ -261,6 +293,18 @@ class _Tokens:
         return self.memo[key]
 
 
+def _sampling_hidden(rollouts: Sequence[Any], pairs: Sequence[tuple[int, ReplayJob]]) -> dict[ReplayJob, Tensor]:
+    """Hidden states recorded while sampling, for the jobs whose context is the sampling prompt
+    itself (ifollow's P_all, CoRT's x+): that pass already ran, so the replay skips it."""
+    out = {}
+    for j, job in pairs:
+        r = rollouts[j]
+        hidden = getattr(r, "hidden", None)
+        if hidden is not None and job.context == tuple(r.prompt_ids) and hidden.shape[0] == len(job.response):
+            out[job] = hidden
+    return out
+
+
 def _groups(rollouts: Sequence[Any]) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
     for i, r in enumerate(rollouts):
@@ -297,8 +341,9 @@ def leave_one_out(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Seq
             resp = tuple(r.response_ids)
             plan.append((j, ReplayJob(tokens(ctx.all), resp),
                          {k: ReplayJob(tokens(m), resp) for k, m in ctx.without.items()}))
-        jobs = [job for _, a, w in plan for job in (a, *w.values())]
-        hidden = engine.run(jobs)
+        known = _sampling_hidden(rollouts, [(j, a) for j, a, _ in plan])
+        jobs = [job for _, a, w in plan for job in (a, *w.values()) if job not in known]
+        hidden = {**known, **engine.run(jobs)}
         res.sequences += len(set(jobs))
         for j, a, without in plan:
             n = len(a.response)
@@ -360,8 +405,10 @@ def rubric(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[A
             resp = tuple(r.response_ids)
             plan.append((j, ReplayJob(tuple(r.prompt_ids), resp),
                          ReplayJob(tokens(task.without_rubric(r.example)), resp)))
-        hidden = engine.run([job for _, a, b in plan for job in (a, b)])
-        res.sequences += len(hidden)
+        known = _sampling_hidden(rollouts, [(j, a) for j, a, _ in plan])
+        jobs = [job for _, a, b in plan for job in (a, b) if job not in known]
+        hidden = {**known, **engine.run(jobs)}
+        res.sequences += len(set(jobs))
         for j, a, b in plan:
             delta = engine.logprobs(hidden[a], a.response) - engine.logprobs(hidden[b], b.response)
             out[j, :len(a.response)] = delta.cpu()

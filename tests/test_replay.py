@@ -85,9 +85,14 @@ def test_hidden_states_match_full_pass_and_prefix_is_computed_once(tiny):
     assert len(hidden) == len(ctxs) * len(resps)
     for job, h in hidden.items():
         assert torch.allclose(h, full_context_hidden(tiny.model, job), atol=1e-5)
+    # group prefix once, each context's remainder once (all but its last token), then per job
+    # only [last context token] + response
     prefix = common_prefix_length(ctxs)
+    expected = prefix + sum(len(c) - 1 - prefix for c in ctxs) + sum(1 + len(r) for _ in ctxs for r in resps)
     naive = sum(len(j.context) + len(j.response) for j in set(jobs))
-    assert engine.forward_tokens == naive - prefix * (len(set(jobs)) - 1)
+    assert engine.forward_tokens == expected
+    print(f"tokens through the model: {expected} shared vs {naive} naive")
+    assert expected < 0.5 * naive
 
 
 def test_identical_contexts_give_zero_relevance(tiny):
@@ -181,3 +186,48 @@ def test_verdict_without_block_is_not_replayed(tiny):
     res = leave_one_out(ReplayEngine(tiny.model), task, tok, rollouts, rewards, torch.zeros(2, dtype=torch.long),
                         11)
     assert res.pairs_replayed == 0 and torch.isnan(res.relevance).all()
+
+
+class _RulesInPrompt(ToyTask):
+    """Like ifollow: the rules are in the prompt; P_all is the prompt, P_\\k drops rule k."""
+
+    def replay_contexts(self, example, verdicts, rewards):
+        from tasks.base import ReplayContexts
+        from toy_task import RULES
+
+        def without(k):
+            text = example.messages[-1]["content"].replace(" " + RULES[example.reward_names[k]], "")
+            return [{"role": "user", "content": text}]
+
+        return ReplayContexts(all=example.messages, without={k: without(k) for k in rewards})
+
+
+def test_sampling_hidden_states_stand_in_for_p_all(tiny):
+    """When P_all is the sampling prompt, the hidden states recorded during generation replace
+    the P_all pass: same relevance (fp32, <= 1e-5), fewer sequences."""
+    from harness.backends.rollout import rollouts_for
+    from harness.config import SamplingConfig
+
+    task, tok = _RulesInPrompt(), tiny.tokenizer
+    torch.manual_seed(3)
+    rollouts = rollouts_for(tiny.model, tok, task.load()[:2], 4, [tok.eos_token_id],
+                            SamplingConfig(max_new_tokens=10), keep_hidden=True)
+    for r in rollouts:
+        r.verdicts = task.score(r.example, r.text)
+        assert r.hidden is not None and r.hidden.shape == (len(r.response_ids), tiny.model.config.hidden_size)
+    rewards = torch.tensor([[v.value for v in r.verdicts] + [float("nan")] * (3 - len(r.verdicts))
+                            for r in rollouts])
+    group_ids = torch.tensor([r.group for r in rollouts])
+    pairs = ~torch.isnan(rewards)  # replay everything
+    T = max(len(r.response_ids) for r in rollouts)
+    with_hidden = leave_one_out(ReplayEngine(tiny.model), task, tok, rollouts, rewards, group_ids, T, pairs)
+    for r in rollouts:
+        r.hidden = None
+    recomputed = leave_one_out(ReplayEngine(tiny.model), task, tok, rollouts, rewards, group_ids, T, pairs)
+    both = ~torch.isnan(recomputed.relevance)
+    assert torch.equal(both, ~torch.isnan(with_hidden.relevance)) and bool(both.any())
+    diff = float((with_hidden.relevance[both] - recomputed.relevance[both]).abs().max())
+    print(f"P_all from sampling vs recomputed: max |dq| = {diff:.2e}; sequences {with_hidden.sequences} "
+          f"vs {recomputed.sequences}")
+    assert diff <= 1e-5
+    assert with_hidden.sequences == recomputed.sequences - len(rollouts)

@@ -236,8 +236,10 @@ class LocalBackend:
         t0 = time.time()
         batch_examples = self._examples_at(examples, n * s.prompts_per_step, s.prompts_per_step)
         self.rollout_model.eval()
+        request = getattr(algo.replay_request, "value", algo.replay_request)
+        keep = request in ("leave_one_out", "rubric") and algo.needs_replay(n)  # P_all / x+ from sampling
         rollouts = rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
-                                s.max_prompt_tokens)
+                                s.max_prompt_tokens, keep_hidden=keep)
         t1 = time.time()
         for r in rollouts:
             r.verdicts = self.task.score(r.example, r.text)
@@ -252,7 +254,6 @@ class LocalBackend:
         for j, r in enumerate(rollouts):
             mask[j, :len(r.response_ids)] = True
         t2 = time.time()
-        request = getattr(algo.replay_request, "value", algo.replay_request)
         if request != "none" and algo.needs_replay(n):
             teacher_engine = engine
             if request == "teacher":
@@ -263,6 +264,8 @@ class LocalBackend:
                 rep = replay_for(request, teacher_engine, self.task, self.tokenizer, rollouts, rewards, group_ids, T)
         else:
             rep = ReplayResult(pairs_total=int((~torch.isnan(rewards)).sum()))
+        for r in rollouts:
+            r.hidden = None
         t3 = time.time()
         batch = RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=mask, relevance=rep.relevance,
                              step=n, joint_relevance=rep.joint_relevance, logprob_delta=rep.logprob_delta)

@@ -31,6 +31,9 @@ class Rollout:
     text: str
     truncated: bool
     verdicts: list[Verdict] = field(default_factory=list)
+    #: final hidden states [T, H] that predicted the response tokens during sampling (the old
+    #: policy's pass over prompt + response, kept for the replay's P_all when asked for)
+    hidden: torch.Tensor | None = None
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,14 +61,28 @@ def decode_response(tokenizer: Any, ids: Sequence[int]) -> str:
     return tokenizer.decode(list(ids), skip_special_tokens=True)
 
 
+def final_norm(model: Any) -> Any | None:
+    """The module whose output is the decoder's final hidden state (``norm`` in Llama-style
+    models), or None when the architecture does not expose one."""
+    from harness.replay import decoder_and_head
+
+    decoder, _, _ = decoder_and_head(model)
+    return getattr(decoder, "norm", None)
+
+
 @torch.no_grad()
 def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Sequence[int], *,
            max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int | None = None,
-           greedy: bool = False, batch_size: int | None = None) -> list[tuple[list[int], bool]]:
+           greedy: bool = False, batch_size: int | None = None,
+           hidden_out: list[torch.Tensor] | None = None) -> list[tuple[list[int], bool]]:
     """Generate one response per prompt; returns (response ids, truncated) per prompt, in order.
 
     ``top_k=None`` disables top-k (transformers would otherwise apply its default of 50);
-    ``greedy`` or ``temperature == 0`` decodes greedily.
+    ``greedy`` or ``temperature == 0`` decodes greedily. With ``hidden_out`` (a list), a forward
+    hook on the final norm records, for each prompt, the hidden states [T, H] that produced the
+    next-token distributions of its response tokens (the prefill's last position, then one per
+    decoding step), so that the replay need not recompute P_all when it is the sampling prompt.
+    Nothing is appended when the model has no final-norm module.
     """
     device = next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
@@ -80,15 +97,28 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
             kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k or 0)
-        seqs = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
-        for row in seqs[:, ids.shape[1]:].tolist():
-            out.append(cut_at_eos(row, eos))
+        norm = final_norm(model) if hidden_out is not None else None
+        caught: list[torch.Tensor] = []
+        hook = (norm.register_forward_hook(lambda m, i, o, sink=caught: sink.append(o[:, -1].detach().clone()))
+                if norm is not None else None)
+        try:
+            seqs = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+        finally:
+            if hook is not None:
+                hook.remove()
+        steps = torch.stack(caught, 1) if caught else None
+        for i, row in enumerate(seqs[:, ids.shape[1]:].tolist()):
+            resp, truncated = cut_at_eos(row, eos)
+            out.append((resp, truncated))
+            if steps is not None and hidden_out is not None and steps.shape[1] >= len(resp):
+                hidden_out.append(steps[i, :len(resp)].clone())
     return out
 
 
 def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_size: int, eos: Sequence[int],
-                 sampling: Any, max_prompt_tokens: int | None = None) -> list[Rollout]:
-    """G sampled responses for each example (``sampling`` is a :class:`harness.config.SamplingConfig`)."""
+                 sampling: Any, max_prompt_tokens: int | None = None, keep_hidden: bool = False) -> list[Rollout]:
+    """G sampled responses for each example (``sampling`` is a :class:`harness.config.SamplingConfig`);
+    ``keep_hidden`` stores each response's sampling-time hidden states in ``Rollout.hidden``."""
     prompts = []
     for ex in examples:
         ids = chat_prompt_ids(tokenizer, ex.messages)
@@ -97,12 +127,16 @@ def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_
                              f"sampling.max_prompt_tokens={max_prompt_tokens}")
         prompts.append(ids)
     expanded = [p for p in prompts for _ in range(group_size)]
+    hidden: list[torch.Tensor] | None = [] if keep_hidden else None
     samples = sample(model, tokenizer, expanded, eos, max_new_tokens=sampling.max_new_tokens,
-                     temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
+                     temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k, hidden_out=hidden)
+    if hidden is not None and len(hidden) != len(samples):
+        hidden = None  # the model exposed no final norm: the replay recomputes P_all
     out = []
     for i, (resp, truncated) in enumerate(samples):
         g = i // group_size
-        out.append(Rollout(examples[g], g, prompts[g], resp, decode_response(tokenizer, resp), truncated))
+        out.append(Rollout(examples[g], g, prompts[g], resp, decode_response(tokenizer, resp), truncated,
+                           hidden=hidden[i] if hidden is not None else None))
     return out
 
 
