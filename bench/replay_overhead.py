@@ -15,7 +15,7 @@ subset (seeded) of the pairs the task can replay, of the requested size. The pap
 12-21% over training, so the headline is at 20%; 100% is the worst case. For each share the
 script prints the step ratio and the replay's share of the MRTPO step, and once the speed-up of
 the prefix-shared, batched replay over a naive one (every context replayed in full, one sequence
-per forward pass). The last line is ``ratio <value>`` at the first share (20% by default).
+per forward pass, P_all recomputed instead of taken from sampling). The last line is ``ratio <value>`` at the first share (20% by default).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def build_batch(backend: LocalBackend, prompts: int, seed: int):
     torch.manual_seed(seed)
     t0 = time.perf_counter()
     rollouts = rollouts_for(backend.rollout_model, backend.tokenizer, examples, cfg.sampling.group_size,
-                            backend.eos, cfg.sampling, cfg.sampling.max_prompt_tokens)
+                            backend.eos, cfg.sampling, cfg.sampling.max_prompt_tokens, keep_hidden=True)
     t_gen = time.perf_counter() - t0
     t0 = time.perf_counter()
     for r in rollouts:
@@ -161,9 +161,14 @@ def main() -> None:
               f"{t_rep / mrtpo_step:.1%} of the step, update {t_upd_m:.2f} s), ratio {ratio:.3f}")
         if share == args.shares[-1]:
             naive = ReplayEngine(backend.rollout_model, 1, cfg.backend.replay_chunk_size, False, backend.pad_id)
+            kept = [r.hidden for r in rollouts]
+            for r in rollouts:  # naive: P_all recomputed too
+                r.hidden = None
             t0 = time.perf_counter()
             leave_one_out(naive, backend.task, backend.tokenizer, rollouts, rewards, group_ids, T, chosen)
             t_naive = time.perf_counter() - t0
+            for r, h in zip(rollouts, kept):
+                r.hidden = h
             print(f"prefix-shared batched replay {t_rep:.2f} s vs naive {t_naive:.2f} s: "
                   f"speed-up {t_naive / t_rep:.2f}x (tokens through the model: "
                   f"{engine.forward_tokens // args.repeats} vs {naive.forward_tokens})")
