@@ -16,11 +16,12 @@ prefix length. Identical jobs are computed once (P_all is shared by all rewards 
 
 P_all and the old-policy pass. P_all is replayed once per response and its logits are made once
 per chunk for all of the response's rewards (:meth:`ReplayEngine.js_many`). When P_all is the
-sampling prompt itself (ifollow), that replay *is* the old policy's pass over the sampled sequence,
-sharing the prompt's KV prefix with every P_\\k. The trainer runs no other old-log-prob pass to
-reuse: with one optimiser update per step the ratio's old log-probabilities are the detached
-current ones (exact), and with several they come from a float32 pass of the policy, which is kept
-apart from the bf16 replay on purpose (mixing dtypes between p_all and p_\\k would add noise to q).
+sampling prompt itself (ifollow; CoRT's x+ always), the old policy's pass over the sampled
+sequence already happened during sampling: the rollout records the final hidden states that
+produced each sampled token (a hook on the final norm, see :mod:`harness.backends.rollout`) and
+the builders below use them instead of replaying P_all (tested equal to the replay, float32).
+With one optimiser update per step the ratio's old log-probabilities are the detached current
+ones, so the trainer needs no separate old-log-prob pass.
 
 Equivalence: the prefix-shared result equals a full-context recomputation up to floating-point
 reordering (tested in float32 at 1e-5 on the JS distances).

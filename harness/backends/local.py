@@ -9,6 +9,8 @@ One training step (0-based ``n``; metrics rows use ``step = n + 1``):
    of every step, so an interrupted and resumed run reproduces an uninterrupted one;
 3. score every response with the task's verifiers -> rewards[B, K] (NaN-padded where K varies);
 4. replay what the algorithm asks (:mod:`harness.replay`) with the rollout model (= theta_old);
+   when MRTPO's P_all (or CoRT's x+) is the sampling prompt, the hidden states recorded during
+   sampling serve as that pass (``Rollout.hidden``), so only the P_\\k contexts are replayed;
 5. token advantages from the algorithm; 6. the update (:mod:`harness.backends.loss`): float32
    master weights, AdamW, gradient clipping, ``mini_batches`` optimiser updates per step, each
    accumulating micro-batches of ``micro_batch_size`` sequences. With one mini-batch the old
