@@ -89,6 +89,15 @@ def treebank_words(text: str) -> list[str]:
 # -- language -------------------------------------------------------------------------------
 LANGDETECT_SEED = 0
 
+#: ISO 639-1 code -> English name, for rendering "respond in <language>" instructions
+LANGUAGE_NAMES = {
+    "en": "English", "es": "Spanish", "pt": "Portuguese", "ar": "Arabic", "hi": "Hindi", "fr": "French",
+    "ru": "Russian", "de": "German", "ja": "Japanese", "it": "Italian", "bn": "Bengali", "uk": "Ukrainian",
+    "th": "Thai", "ur": "Urdu", "ta": "Tamil", "te": "Telugu", "bg": "Bulgarian", "ko": "Korean",
+    "pl": "Polish", "he": "Hebrew", "fa": "Persian", "vi": "Vietnamese", "ne": "Nepali", "sw": "Swahili",
+    "kn": "Kannada", "mr": "Marathi", "gu": "Gujarati", "pa": "Punjabi", "ml": "Malayalam", "fi": "Finnish",
+}
+
 
 def detect_language(text: str) -> str | None:
     """ISO 639-1 code langdetect assigns to ``text`` (seeded: deterministic), or None if it cannot.

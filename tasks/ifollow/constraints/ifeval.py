@@ -43,13 +43,6 @@ from tasks.ifollow.constraints.base import CheckResult, ConstraintType, register
 
 RELATIONS = ("less than", "at least")
 CONSTRAINED_RESPONSES = ("My answer is yes.", "My answer is no.", "My answer is maybe.")
-LANGUAGE_NAMES = {
-    "en": "English", "es": "Spanish", "pt": "Portuguese", "ar": "Arabic", "hi": "Hindi", "fr": "French",
-    "ru": "Russian", "de": "German", "ja": "Japanese", "it": "Italian", "bn": "Bengali", "uk": "Ukrainian",
-    "th": "Thai", "ur": "Urdu", "ta": "Tamil", "te": "Telugu", "bg": "Bulgarian", "ko": "Korean",
-    "pl": "Polish", "he": "Hebrew", "fa": "Persian", "vi": "Vietnamese", "ne": "Nepali", "sw": "Swahili",
-    "kn": "Kannada", "mr": "Marathi", "gu": "Gujarati", "pa": "Punjabi", "ml": "Malayalam", "fi": "Finnish",
-}
 
 Checker = Callable[[str, dict[str, Any]], CheckResult]
 
@@ -334,7 +327,7 @@ def _q(words: Any) -> str:
 
 
 def _lang_name(code: Any) -> str:
-    return LANGUAGE_NAMES.get(str(code), str(code))
+    return tu.LANGUAGE_NAMES.get(str(code), str(code))
 
 
 _SPECS: list[tuple[str, tuple[str, ...], Checker, Callable[[dict[str, Any]], str]]] = [
