@@ -14,6 +14,7 @@ import sys
 from typing import Sequence
 
 from harness.registry import RegistryError, UnknownNameError
+from tasks.base import DataError
 
 
 def _split_overrides(extra: Sequence[str]) -> list[tuple[str, str]]:
@@ -164,6 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
+        print(f"mrbench {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except DataError as exc:  # bad data: the message names the file and the row
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
     return 1

@@ -94,3 +94,12 @@ def test_eval_command_generates_with_a_model(tmp_path, monkeypatch):
     assert [p["id"] for p in preds] == ["a", "b"] and all(isinstance(p["response"], str) for p in preds)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["source"] == "model:tiny-random" and summary["cases"] == 2
+
+
+def test_score_command_reports_bad_rows_without_a_traceback(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(scoring, "make_task", lambda name: ShoutTask())
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"word": "a", "response": "x"}\n{"response": "y"}\n')
+    assert cli.main(["score", "shout", "--data", str(data), "--out", str(tmp_path / "o.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "in.jsonl, row 2" in err and "Traceback" not in err
