@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import importlib.resources
 import importlib.util
-import json
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -44,6 +43,7 @@ from evals.base import EvalCase, EvalReport, Evaluator
 from tasks.base import DataError
 from tasks.toolcall.bfcl_checker import check, language_of
 from tasks.toolcall.bfcl_prompts import case_messages, decode_calls
+from tasks.toolcall.data import read_jsonl
 from tasks.toolcall.rewards import format_reward
 
 NON_LIVE = ["simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple"]
@@ -115,15 +115,7 @@ def _read_jsonl(path: str) -> list[dict[str, Any]]:
     if not os.path.isfile(path):
         raise DataError("BFCL file not found (expected BFCL_v4_<category>.json and possible_answer/ in the "
                         "data directory)", path=path)
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except ValueError as exc:
-                    raise DataError(f"not JSON: {exc}", path=path, row=i) from exc
-    return rows
+    return read_jsonl(path)
 
 
 def _load_category(root: str, category: str) -> list[EvalCase]:

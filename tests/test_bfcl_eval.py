@@ -22,6 +22,7 @@ from harness.catalog import EVALUATORS
 from tasks.base import DataError
 from tasks.toolcall.bfcl_gold import gold_response
 from tasks.toolcall.bfcl_prompts import case_messages, decode_calls
+from tasks.toolcall.data import read_rows
 from tasks.toolcall.parsing import parse_tool_list
 
 DATA = os.environ.get("MRBENCH_DATA_DIR")
@@ -150,6 +151,19 @@ def test_aggregates_by_hand():
 def test_missing_directory_is_a_clear_error(tmp_path):
     with pytest.raises(DataError, match="BFCL_v4_simple_python.json"):
         EVAL.cases(data_dir=str(tmp_path), categories=["simple_python"])
+
+
+def test_bad_json_line_names_the_file_and_row(tmp_path):
+    (tmp_path / "possible_answer").mkdir()
+    good = {"id": "simple_python_0", "question": [[{"role": "user", "content": "hi"}]], "function": []}
+    (tmp_path / "BFCL_v4_simple_python.json").write_text(json.dumps(good) + "\n\n{not json\n")
+    with pytest.raises(DataError, match=r"BFCL_v4_simple_python\.json, row 2: not JSON"):
+        EVAL.cases(data_dir=str(tmp_path), categories=["simple_python"])
+    # the ToolRL reader shares the JSON-lines rule
+    bad = tmp_path / "rows.jsonl"
+    bad.write_text('{"id": 1}\n[oops\n')
+    with pytest.raises(DataError, match=r"rows\.jsonl, row 1: not JSON"):
+        read_rows(str(bad))
 
 
 def test_package_data_is_the_default_when_installed():

@@ -93,16 +93,9 @@ def read_rows(path: str) -> list[dict[str, Any]]:
         import pandas as pd
 
         return [_plain(r) for r in pd.read_parquet(path).to_dict(orient="records")]
+    if path.endswith(".jsonl"):
+        return read_jsonl(path)
     with open(path, encoding="utf-8") as fh:
-        if path.endswith(".jsonl"):
-            rows = []
-            for i, line in enumerate(fh):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError as exc:
-                        raise DataError(f"not JSON: {exc}", path=path, row=i) from exc
-            return rows
         try:
             data = json.load(fh)
         except ValueError as exc:
@@ -110,6 +103,21 @@ def read_rows(path: str) -> list[dict[str, Any]]:
     if not isinstance(data, list):
         raise DataError("expected a JSON list of rows", path=path)
     return data
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    """Rows of a JSON-lines file (blank lines skipped). A line that is not JSON raises
+    :class:`DataError` naming the file and the row (0-based line number). Also reads BFCL's
+    ``.json`` files, which are JSON lines."""
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as exc:
+                    raise DataError(f"not JSON: {exc}", path=path, row=i) from exc
+    return rows
 
 
 def split_file(data_dir: str, split: str) -> str:
