@@ -274,6 +274,7 @@ class ReplayResult:
     pairs_replayed: int = 0
     pairs_total: int = 0
     sequences: int = 0
+    sampling_hidden_used: int = 0  # P_all / x+ passes taken from the sampling pass
 
 
 class _Tokens:
@@ -346,6 +347,7 @@ def leave_one_out(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Seq
         jobs = [job for _, a, w in plan for job in (a, *w.values()) if job not in known]
         hidden = {**known, **engine.run(jobs)}
         res.sequences += len(set(jobs))
+        res.sampling_hidden_used += len(known)
         for j, a, without in plan:
             n = len(a.response)
             ks = list(without)
@@ -410,6 +412,7 @@ def rubric(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[A
         jobs = [job for _, a, b in plan for job in (a, b) if job not in known]
         hidden = {**known, **engine.run(jobs)}
         res.sequences += len(set(jobs))
+        res.sampling_hidden_used += len(known)
         for j, a, b in plan:
             delta = engine.logprobs(hidden[a], a.response) - engine.logprobs(hidden[b], b.response)
             out[j, :len(a.response)] = delta.cpu()

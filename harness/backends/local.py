@@ -79,6 +79,7 @@ class LocalBackend:
         self.rollout_model: Any = None
         self.tokenizer: Any = None
         self._stop: str | None = None
+        self._keep_hidden = True
         if self.device.type == "cpu":
             torch.set_num_threads(choose_threads(cfg.backend.threads))
         if cfg.backend.generator not in ("auto", "transformers"):
@@ -239,7 +240,8 @@ class LocalBackend:
         batch_examples = self._examples_at(examples, n * s.prompts_per_step, s.prompts_per_step)
         self.rollout_model.eval()
         request = getattr(algo.replay_request, "value", algo.replay_request)
-        keep = request in ("leave_one_out", "rubric") and algo.needs_replay(n)  # P_all / x+ from sampling
+        # P_all / x+ from sampling; given up once a replay shows the task's P_all is not the prompt
+        keep = request in ("leave_one_out", "rubric") and algo.needs_replay(n) and self._keep_hidden
         rollouts = rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
                                 s.max_prompt_tokens, keep_hidden=keep)
         t1 = time.time()
@@ -266,6 +268,8 @@ class LocalBackend:
                 rep = replay_for(request, teacher_engine, self.task, self.tokenizer, rollouts, rewards, group_ids, T)
         else:
             rep = ReplayResult(pairs_total=int((~torch.isnan(rewards)).sum()))
+        if keep and rep.sequences and not rep.sampling_hidden_used:
+            self._keep_hidden = False
         for r in rollouts:
             r.hidden = None
         t3 = time.time()

@@ -21,6 +21,9 @@ import torch
 from harness.models import chat_prompt_ids
 from tasks.base import Example, Verdict
 
+#: sequences per ``generate`` call (bounds the KV cache of large steps; the main job fits in one)
+GENERATE_BATCH = 64
+
 
 @dataclass
 class Rollout:
@@ -129,7 +132,8 @@ def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_
     expanded = [p for p in prompts for _ in range(group_size)]
     hidden: list[torch.Tensor] | None = [] if keep_hidden else None
     samples = sample(model, tokenizer, expanded, eos, max_new_tokens=sampling.max_new_tokens,
-                     temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k, hidden_out=hidden)
+                     temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k, hidden_out=hidden,
+                     batch_size=GENERATE_BATCH)
     if hidden is not None and len(hidden) != len(samples):
         hidden = None  # the model exposed no final norm: the replay recomputes P_all
     out = []
