@@ -27,8 +27,9 @@ from tasks.text2sql.data import load_records, resolve_layout
 from tasks.text2sql.extract import extract_sql_lenient
 from tasks.text2sql.match import results_match
 from tasks.text2sql.refcache import ReferenceCache
-from tasks.text2sql.sandbox import Sandbox, SandboxLimits
+from tasks.text2sql.sandbox import SandboxLimits
 from tasks.text2sql.sqltext import normalize_for_match, order_matters
+from tasks.text2sql.worker import WorkerSandbox
 
 #: Table 1 columns, in the paper's order; the paper's average is over these six.
 PAPER_BENCHMARKS = ("spider-dev", "spider-test", "spider-syn", "spider-realistic", "spider-dk", "bird-dev")
@@ -47,7 +48,7 @@ class Text2SQLEvaluator(Evaluator):
         self.benchmark = layout.name
         self.description = description or f"{layout.name} execution accuracy"
         self.semantics = "bird" if layout.name.startswith("bird") else "spider"
-        self.sandbox = Sandbox(limits or SandboxLimits(timeout_s=30.0))
+        self.sandbox = WorkerSandbox(limits or SandboxLimits(timeout_s=30.0))
         self.reference_cache = ReferenceCache(self.sandbox, disk_dir=cache_dir)
         self.sample_rows = sample_rows
         self._task: Any = None

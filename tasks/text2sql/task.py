@@ -41,10 +41,11 @@ from tasks.base import DataError, Example, Message, RewardSpec, Task, Verdict
 from tasks.text2sql import templates
 from tasks.text2sql.data import DB_DIRS, HUB_PREFIX, Record, find_database, load_records, resolve_layout
 from tasks.text2sql.refcache import ReferenceCache
-from tasks.text2sql.sandbox import Sandbox, SandboxLimits
+from tasks.text2sql.sandbox import SandboxLimits
 from tasks.text2sql.schema import schema_from_database, schema_from_tables_entry
 from tasks.text2sql.sqltext import normalize_for_match
 from tasks.text2sql.verify import REWARD_NAMES, score_response
+from tasks.text2sql.worker import WorkerSandbox
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class Text2SQLTask(Task):
         self.sample_rows = sample_rows
         self.tokenizer = tokenizer
         self.filter_splits = tuple(filter_splits)
-        self.sandbox = Sandbox(limits)
+        self.sandbox = WorkerSandbox(limits)  # hard stop on overrun: see tasks.text2sql.worker
         self.reference_cache = ReferenceCache(self.sandbox, disk_dir=cache_dir)
         self.last_load_report: dict[str, Any] = {}
 
