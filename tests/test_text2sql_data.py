@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import pytest
@@ -121,8 +122,15 @@ def test_example_from_row_scores_a_response(toy_root):
     ex = task.example_from_row(row, where="in.jsonl:1", data_dir=str(toy_root))
     assert ex.meta["db_path"].endswith(os.path.join("toy", "toy.sqlite"))
     assert [v.value for v in task.score(ex, answer("SELECT name FROM emp"))] == [1.0, 1.0, 1.0]
-    with pytest.raises(DataError, match="database 'gone' not found"):
-        task.example_from_row({**row, "db_id": "gone"}, where="in.jsonl:2", data_dir=str(toy_root))
+    # an absent database: the row is kept and reported, its SQL rewards do not apply (never right or wrong)
+    gone = task.example_from_row({**row, "db_id": "gone"}, where="in.jsonl:2", data_dir=str(toy_root))
+    assert gone.meta["db_path"] is None and "database 'gone' is missing" in gone.meta["skip_reason"]
+    fmt, exe, res = task.score(gone, answer("SELECT name FROM emp"))
+    assert fmt.value == 1.0 and math.isnan(exe.value) and math.isnan(res.value)
+    assert "database 'gone' is missing" in exe.reason and exe.block is None
+    # a root holding no database folder at all is a wrong --data-dir: an error naming the place
+    with pytest.raises(DataError, match="in.jsonl:5: database 'toy' not found under .* none of the database folders"):
+        task.example_from_row(row, where="in.jsonl:5", data_dir=str(toy_root / "spider" / "database" / "toy"))
     with pytest.raises(DataError, match="'query'"):
         task.example_from_row({"db_id": "toy", "question": "q"}, where="in.jsonl:3", data_dir=str(toy_root))
     with pytest.raises(DataError, match="--data-dir"):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -157,7 +158,11 @@ class Text2SQLTask(Task):
     def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None) -> Example:
         """A scoring example from a dataset row (``db_id``, ``question``, ``query``; BIRD's ``SQL`` and
         ``evidence`` are accepted). The database is looked up under ``data_dir`` (Spider, Spider-DK and
-        BIRD database folders, or ``data_dir/<db_id>/<db_id>.sqlite``); an absent one is a DataError."""
+        BIRD database folders, or ``data_dir/<db_id>/<db_id>.sqlite``). A row whose database is absent is
+        kept with a ``skip_reason`` (its ``executable`` and ``execution`` are NaN with that reason, never
+        counted right or wrong), so a file such as Spider dev still scores when one database is missing;
+        a ``data_dir`` holding no database folder at all is a DataError (a wrong root, not a missing
+        database)."""
         if not isinstance(row, dict):
             raise DataError("expected a JSON object", path=where or None)
         db_id, question = row.get("db_id"), row.get("question") or row.get("SpiderSynQuestion")
@@ -169,13 +174,16 @@ class Text2SQLTask(Task):
             raise DataError("text2sql rows need the dataset root: pass --data-dir (the folder holding "
                             "spider/database/...)", path=where or None)
         db_path = find_database(data_dir, db_id)
-        if db_path is None:
-            raise DataError(f"database {db_id!r} not found under {data_dir} (looked for <dir>/{db_id}/{db_id}.sqlite "
-                            f"in {', '.join(DB_DIRS)} and the root)", path=where or None)
+        looked = f"looked for <dir>/{db_id}/{db_id}.sqlite in {', '.join(DB_DIRS)} and the root"
+        if db_path is None and not any(os.path.isdir(os.path.join(data_dir, d)) for d in DB_DIRS):
+            raise DataError(f"database {db_id!r} not found under {data_dir}, which holds none of the database "
+                            f"folders ({looked})", path=where or None)
         is_bird = "SQL" in row and "query" not in row
         rec = Record(id=str(row.get("id", row.get("question_id", ""))), benchmark="bird" if is_bird else "spider",
                      db_id=db_id, question=question, query=query, evidence=str(row.get("evidence") or ""),
                      db_path=db_path, source=where)
+        if db_path is None:
+            rec.skip_reason = f"database {db_id!r} is missing under {data_dir} ({looked})"
         return self.example_from_record(rec)
 
     def reward_specs(self) -> list[RewardSpec]:
