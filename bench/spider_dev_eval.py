@@ -20,9 +20,9 @@ from tasks.text2sql.templates import render_teacher_answer
 
 def main(argv: list[str]) -> int:
     data_dir = argv[1] if len(argv) > 1 else os.environ.get("MRBENCH_DATA_DIR")
-    if not data_dir:
+    if not data_dir or data_dir.startswith("-") or len(argv) > 2:
         print("usage: spider_dev_eval.py DATA_DIR (or set MRBENCH_DATA_DIR)", file=sys.stderr)
-        return 2
+        return 0 if data_dir in ("-h", "--help") else 2
     evaluator = spider_dev()
     t0 = time.perf_counter()
     cases = evaluator.cases(data_dir)
