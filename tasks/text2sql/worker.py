@@ -14,7 +14,7 @@ stdin and stdout) that runs it in an ordinary ``Sandbox`` with the same limits, 
 guard (read-only, authorizer, progress handler, row and byte caps) still applies there. The parent
 waits ``timeout_s + grace_s``; past that it kills the child, reports ``error_kind="timeout"``, and
 starts a fresh child for the next query. Cost: one pickle round trip per query (tens of
-microseconds) and one process start (about 0.1 s) per kill. POSIX only (``select`` on a pipe).
+microseconds) and one process start (about 0.1 s) per kill. POSIX only (``poll`` on a pipe).
 
 The frames carry only what the parent sends: a database path, the SQL text and the limits one
 way; a :class:`~tasks.text2sql.sandbox.QueryResult` back.
@@ -117,7 +117,9 @@ class WorkerSandbox(Sandbox):
                 assert proc.stdin is not None and proc.stdout is not None
                 _write_frame(proc.stdin, (db_path, sql, lim))
                 fd = proc.stdout.fileno()
-                ready, _, _ = select.select([fd], [], [], lim.timeout_s + self.grace_s)
+                poller = select.poll()  # poll, not select: no FD_SETSIZE limit on the descriptor number
+                poller.register(fd, select.POLLIN)
+                ready = poller.poll(1000 * (lim.timeout_s + self.grace_s))
                 result = _read_frame(fd) if ready else None
             except (OSError, EOFError, pickle.PickleError) as exc:
                 self._drop_child()
