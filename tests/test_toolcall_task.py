@@ -121,7 +121,11 @@ def test_example_to_json_round_trips_through_example_from_row():
 def test_malformed_rows_raise_data_errors_naming_the_place(row, message):
     with pytest.raises(DataError, match=message) as info:
         TASK.example_from_row(row, where="rows.jsonl", index=4)
-    assert "rows.jsonl" in str(info.value)
+    assert str(info.value).startswith("rows.jsonl, row 4: ")
+    # mrbench score passes the row inside ``where``: the place is named once
+    with pytest.raises(DataError, match=message) as info:
+        TASK.example_from_row(row, where="rows.jsonl, row 5")
+    assert str(info.value).startswith("rows.jsonl, row 5: ") and str(info.value).count(", row ") == 1
 
 
 def test_parse_tool_list_reads_rlla_system_prompts():

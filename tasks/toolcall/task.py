@@ -79,8 +79,8 @@ class ToolCallTask(Task):
         if kind.startswith("tool_call"):
             block = find_call_block(truth)
             if block.calls is None:
-                raise DataError(f"reference answer has a malformed tool call block: {block.error}",
-                                path=where or None, row=index if index is not None else ident)
+                raise DataError(f"reference answer of {ident!r} has a malformed tool call block: {block.error}",
+                                path=where or None, row=index)
             reference = [c.to_json() for c in convert_reference_calls(block.calls, tools)]
         meta = {"ground_truth": truth, "kind": kind, "tools": tools, "reference_calls": reference}
         return Example(id=ident, messages=messages, reward_names=list(REWARD_NAMES), meta=meta)
