@@ -197,7 +197,8 @@ def test_other_algorithms_train_through_the_same_replay_engine(tmp_path, algo):
     assert any(not torch.equal(before[k], v) for k, v in backend.policy.state_dict().items())
 
 
-@pytest.mark.parametrize("requested,load,cpus,expected", [(3, 99.0, 2, 3), (0, 5.0, 2, 1), (0, 0.5, 2, None)])
+@pytest.mark.parametrize("requested,load,cpus,expected", [(3, 99.0, 2, 3), (0, 5.0, 2, 1), (0, 1.0, 2, 1), (0, 0.5, 2, None),
+                                                            (0, 3.0, 16, None)])
 def test_thread_policy(monkeypatch, requested, load, cpus, expected):
     import os
 
