@@ -101,3 +101,32 @@ def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, 
     atomic_write_text(out / "summary.md", report.table + "\n")
     summary["table"] = report.table
     return summary
+
+
+def suite_averages(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Cross-benchmark figures derived from per-benchmark summaries: for text-to-SQL, the paper's
+    Table 1 average of execution accuracy over the benchmarks present (missing ones listed)."""
+    from evals.text2sql import PAPER_BENCHMARKS, paper_average
+
+    out: dict[str, Any] = {}
+    sql = {n: s["execution_accuracy"] for n, s in summaries.items()
+           if n in PAPER_BENCHMARKS and isinstance(s.get("execution_accuracy"), (int, float))}
+    if sql:
+        out["text2sql_paper_average"] = paper_average(sql)
+    return out
+
+
+def run_suite(names: Sequence[str], *, out_dir: str | Path, model: str, **kwargs: Any) -> dict[str, Any]:
+    """Several benchmarks with one model: each into ``out_dir/<name>/``, plus ``suite.json`` with
+    every summary and the cross-benchmark averages."""
+    summaries = {name: run_eval(name, out_dir=Path(out_dir) / name, model=model, **kwargs) for name in names}
+    suite = {"benchmarks": {n: {k: v for k, v in s.items() if k != "table"} for n, s in summaries.items()},
+             **suite_averages(summaries)}
+    atomic_write_json(Path(out_dir) / "suite.json", suite)
+    tables = [summaries[n]["table"] for n in names]
+    if "text2sql_paper_average" in suite:
+        avg = suite["text2sql_paper_average"]
+        tables.append(f"text-to-SQL paper average over {', '.join(avg['benchmarks'])}: {avg['average']:.4f}"
+                      + (f" (missing: {', '.join(avg['missing'])})" if avg["missing"] else ""))
+    suite["table"] = "\n\n".join(tables)
+    return suite

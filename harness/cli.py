@@ -4,6 +4,7 @@
     mrbench run [--config RECIPE] [--task T] [--algo A] [--model M] [--seed N] [--x.y VALUE ...]
     mrbench score TASK --data FILE.jsonl --out FILE.jsonl [--data-dir DIR]
     mrbench eval NAME (--predictions FILE.jsonl | --model M) --out DIR [--data-dir DIR] [--categories C ...]
+    mrbench eval NAME NAME ... --model M --out DIR   (several benchmarks, with cross-benchmark averages)
     mrbench leaderboard [--root results] [--out FILE.md]
 """
 
@@ -86,14 +87,22 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evals.runner import run_eval
+    from evals.runner import run_eval, run_suite
 
     if (args.predictions is None) == (args.model is None):
         print("mrbench eval: give exactly one of --predictions FILE or --model M", file=sys.stderr)
         return 2
-    summary = run_eval(args.name, out_dir=args.out, predictions=args.predictions, model=args.model,
-                       data_dir=args.data_dir, categories=args.categories, limit=args.limit,
-                       max_new_tokens=args.max_new_tokens)
+    if len(args.name) > 1:
+        if args.model is None:
+            print("mrbench eval: several benchmarks need --model (a predictions file belongs to one benchmark)",
+                  file=sys.stderr)
+            return 2
+        summary = run_suite(args.name, out_dir=args.out, model=args.model, data_dir=args.data_dir,
+                            categories=args.categories, limit=args.limit, max_new_tokens=args.max_new_tokens)
+    else:
+        summary = run_eval(args.name[0], out_dir=args.out, predictions=args.predictions, model=args.model,
+                           data_dir=args.data_dir, categories=args.categories, limit=args.limit,
+                           max_new_tokens=args.max_new_tokens)
     print(summary.get("table", ""))
     print(f"results -> {args.out}")
     return 0
@@ -130,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--data-dir", help="dataset root the rows refer to (e.g. Spider's databases)")
 
     ev = sub.add_parser("eval", help="evaluate predictions (or a model) on a benchmark")
-    ev.add_argument("name")
+    ev.add_argument("name", nargs="+", help="benchmark name(s); several with --model write DIR/<name>/ each "
+                    "and suite.json with cross-benchmark averages (e.g. the text-to-SQL paper average)")
     ev.add_argument("--predictions", help="JSONL rows {id, response} with raw model text")
     ev.add_argument("--model", help="generate greedily with this model first")
     ev.add_argument("--out", required=True)
@@ -167,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
-    except DataError as exc:  # bad data: the message names the file and the row
+    except (DataError, ValueError) as exc:  # bad data or a bad option value: the message says which
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
     return 1

@@ -30,6 +30,11 @@ def evaluate_after_training(backend: Any, cfg: RunConfig) -> dict[str, Any]:
         report = evaluator.score(cases, {c.id: t for c, t in zip(todo, texts)})
         results[name] = {"summary": report.summary, "table": report.table, "cases": len(cases),
                          "skipped": len(report.skipped)}
+    from evals.runner import suite_averages
+
+    averages = suite_averages({n: r["summary"] for n, r in results.items() if "summary" in r})
+    for key, value in averages.items():
+        results[key] = {"summary": value, "table": f"{key}: {value}", "cases": 0, "skipped": 0}
     return results
 
 

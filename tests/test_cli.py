@@ -103,3 +103,40 @@ def test_score_command_reports_bad_rows_without_a_traceback(tmp_path, monkeypatc
     assert cli.main(["score", "shout", "--data", str(data), "--out", str(tmp_path / "o.jsonl")]) == 2
     err = capsys.readouterr().err
     assert "in.jsonl, row 2" in err and "Traceback" not in err
+
+
+def test_eval_several_benchmarks_with_a_model_reports_the_text2sql_paper_average(tmp_path, monkeypatch):
+    from evals.base import EvalReport
+
+    class FakeSQL(ShoutEvaluator):
+        def __init__(self, name, acc):
+            self.name, self.acc = name, acc
+
+        def score(self, cases, responses):
+            return EvalReport([], {"execution_accuracy": self.acc}, f"| {self.name} | {self.acc} |")
+
+    accs = {"spider-dev": 0.5, "spider-syn": 0.25}
+    monkeypatch.setattr(eval_runner, "make_evaluator", lambda name: FakeSQL(name, accs[name]))
+    monkeypatch.setattr(eval_runner, "generate_for_cases", lambda model, cases, n: {c.id: "" for c in cases})
+    out = tmp_path / "suite"
+    assert cli.main(["eval", "spider-dev", "spider-syn", "--model", "m", "--out", str(out)]) == 0
+    suite = json.loads((out / "suite.json").read_text())
+    avg = suite["text2sql_paper_average"]
+    assert avg["average"] == 0.375 and avg["benchmarks"] == ["spider-dev", "spider-syn"]
+    assert "bird-dev" in avg["missing"]
+    assert (out / "spider-dev" / "summary.json").exists() and (out / "spider-syn" / "results.jsonl").exists()
+    assert cli.main(["eval", "spider-dev", "spider-syn", "--predictions", "p.jsonl", "--out", str(out)]) == 2
+
+
+def test_unknown_category_is_an_error_not_a_traceback(tmp_path, capsys):
+    import os
+
+    data = os.environ.get("MRBENCH_DATA_DIR")
+    if not data:
+        pytest.skip("MRBENCH_DATA_DIR is not set")
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("")
+    rc = cli.main(["eval", "bfcl-v4", "--predictions", str(preds), "--out", str(tmp_path / "o"),
+                   "--data-dir", os.path.join(data, "bfcl"), "--categories", "nosuch"])
+    assert rc == 2
+    assert "nosuch" in capsys.readouterr().err
