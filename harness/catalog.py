@@ -35,6 +35,8 @@ for _name, _attr, _desc in [
 EVALUATORS.add("ifeval", "evals.ifollow:IFEvalEvaluator", "IFEval strict/loose prompt- and instruction-level accuracy")
 EVALUATORS.add("ifbench", "evals.ifollow:IFBenchEvaluator", "IFBench strict/loose prompt- and instruction-level accuracy")
 EVALUATORS.add("muldimif", "evals.ifollow:MulDimIFEvaluator", "MulDimIF accuracy")
+EVALUATORS.add("ifollow-heldout", "evals.ifollow_heldout:IFollowHeldoutEvaluator",
+               "held-out generated multi-constraint prompts (no data files needed; the main job's evaluation)")
 EVALUATORS.add("advancedif", "evals.ifollow:AdvancedIFEvaluator",
                "AdvancedIF-style rubric grading through a configured judge")
 

@@ -98,8 +98,10 @@ class OptimConfig:
 class ScheduleConfig:
     steps: int = 4
     checkpoint_every: int = 1  # steps; 0 = only at the end and on SIGTERM/SIGINT
-    eval_benchmarks: list[str] = field(default_factory=list)  # evaluated at the end of the run
-    eval_limit: int | None = 20  # cases per benchmark for the end-of-run evaluation (None: all)
+    # evaluated greedily at the end of the run; the main job uses held-out generated prompts (no data needed)
+    eval_benchmarks: list[str] = field(default_factory=lambda: ["ifollow-heldout"])
+    eval_limit: int | None = 8  # cases per benchmark for the end-of-run evaluation (None: all)
+    eval_max_new_tokens: int | None = 128  # None: each benchmark's own default
     eval_data_dir: str | None = None
     log_samples: int = 4  # responses per step written to samples.jsonl
 

@@ -26,7 +26,8 @@ def evaluate_after_training(backend: Any, cfg: RunConfig) -> dict[str, Any]:
         if cfg.schedule.eval_limit is not None:
             cases = cases[: cfg.schedule.eval_limit]
         todo = [c for c in cases if not c.meta.get("skip_reason")]
-        texts = backend.generate([c.messages for c in todo], max_new_tokens=evaluator.max_new_tokens)
+        max_new = cfg.schedule.eval_max_new_tokens or evaluator.max_new_tokens
+        texts = backend.generate([c.messages for c in todo], max_new_tokens=max_new)
         report = evaluator.score(cases, {c.id: t for c, t in zip(todo, texts)})
         results[name] = {"summary": report.summary, "table": report.table, "cases": len(cases),
                          "skipped": len(report.skipped)}

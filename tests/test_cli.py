@@ -82,7 +82,7 @@ def test_mrbench_list_shows_every_registered_name():
     for name in ["toolcall", "text2sql", "ifollow", "grpo", "gdpo", "saw", "dara", "dvao", "gd2po", "sa-mrpo",
                  "mrtpo", "mrtpo+saw", "mrtpo-joint", "mrtpo-shuffled", "cort", "opsd", "local", "bfcl-v4",
                  "spider-dev", "spider-syn", "spider-realistic", "spider-dk", "bird-dev", "ifeval", "ifbench",
-                 "muldimif"]:
+                 "muldimif", "ifollow-heldout"]:
         assert f"  {name} " in out or f"  {name}\n" in out, name
 
 
