@@ -213,3 +213,15 @@ def test_unsupported_generator_is_a_clear_error():
     cfg = tiny_config("unused", "gdpo", backend__generator="vllm")
     with pytest.raises(ValueError, match="use 'auto' or 'transformers'"):
         LocalBackend(cfg, task=ToyTask())
+
+
+def test_several_mini_batches_use_old_logprobs_and_log_entropy(tmp_path):
+    """With two optimiser updates per step the second one sees rho != 1 (old log-probs come from
+    the pass before the first update), and the entropy term is logged when it is on."""
+    cfg = tiny_config(str(tmp_path / "mb"), "gdpo", optim__mini_batches=2, optim__entropy_coef=0.01,
+                      optim__clip_low=0.01, optim__clip_high=0.01)
+    _, rec, _ = _train(cfg)
+    rows = rec.metrics()
+    assert all(r["entropy"] is not None and r["entropy"] > 0 for r in rows)
+    assert max(r["ratio_max"] for r in rows) > 1.0
+    assert max(r["clip_fraction"] for r in rows) > 0.0
