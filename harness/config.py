@@ -110,6 +110,9 @@ class ScheduleConfig:
 class OutputConfig:
     root: str = "results"
     dir: str | None = None  # explicit record directory (default: root/<task>/<algo>/<model-slug>/seed<N>)
+    # keep checkpoint/ (final weights or adapter + optimiser) once the run has finished; the main
+    # job drops it (SmolLM2's is ~1.6 GB), the paper recipes keep the trained policy
+    keep_checkpoint: bool = False
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 import time
 from typing import Any
@@ -82,6 +83,8 @@ def run(cfg: RunConfig) -> int:
         summary = dict(summary)
         summary["wall_seconds"] = round(time.time() - t0, 1)
         rec.finish(summary)
+        if not cfg.output.keep_checkpoint and rec.checkpoint_dir.exists():
+            shutil.rmtree(rec.checkpoint_dir)  # the record is complete; resume state is no longer needed
         print_summary(rec, summary, eval_results)
         return 0
     finally:
