@@ -133,6 +133,13 @@ class Task(ABC):
     def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None) -> Example:
         """Build an example from one row of a user file (``mrbench score``). Raise DataError if malformed."""
 
+    def reward_family(self, reward: str) -> str:
+        """The name under which a reward is aggregated across examples in metrics (default: itself).
+
+        Tasks whose reward names are per-example (instruction following: ``c3:punctuation:no_comma``)
+        map them to a stable family (``punctuation:no_comma``)."""
+        return reward
+
     def reward_specs(self) -> list[RewardSpec]:
         """Every reward this task can emit (names may be patterns for variable-K tasks)."""
         return []

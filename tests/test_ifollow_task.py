@@ -168,3 +168,10 @@ def test_generator_is_pure_in_seed_and_index() -> None:
     assert generate_prompt(17, seed=2).prompt != generate_prompt(18, seed=2).prompt
     with pytest.raises(ValueError):
         generate_prompt(0, min_constraints=4, max_constraints=3)
+
+
+@pytest.mark.parametrize("name, family", [("c3:punctuation:no_comma", "punctuation:no_comma"),
+                                          ("c12:detectable_format:title", "detectable_format:title"),
+                                          ("format", "format"), ("cx:thing", "cx:thing")])
+def test_reward_family_strips_the_position(name, family):
+    assert InstructionFollowingTask().reward_family(name) == family

@@ -22,6 +22,8 @@ def test_run_writes_a_finished_record_with_eval_and_is_not_rerun(tmp_path, capsy
     assert rec["provenance"]["status"] == "finished"
     assert [m["step"] for m in rec["metrics"]] == [1, 2]
     assert rec["config"]["algo"]["params"] == {"warmup_steps": 0}
+    reward_keys = [k for k in rec["metrics"][0] if k.startswith("reward/")]
+    assert reward_keys and not any(k.startswith("reward/c0:") for k in reward_keys)  # aggregated by type
     bench = rec["eval"]["benchmarks"]["ifollow-heldout"]
     assert bench["cases"] == 2 and 0.0 <= bench["summary"]["instruction_level"] <= 1.0
     assert not (path / "checkpoint").exists()  # dropped once finished (output.keep_checkpoint false)

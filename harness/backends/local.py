@@ -281,7 +281,8 @@ class LocalBackend:
         self._sync_rollout()
         t4 = time.time()
         row = step_row(n, rollouts, rewards, mask, adv, rep, upd, algo.metrics(batch),
-                       getattr(self.task, "format_reward", None), bool(self.cfg.optim.entropy_coef))
+                       getattr(self.task, "format_reward", None), bool(self.cfg.optim.entropy_coef),
+                       family=getattr(self.task, "reward_family", None))
         row.update(time_generate=t1 - t0, time_score=t2 - t1, time_replay=t3 - t2, time_update=t4 - t3,
                    time_step=t4 - t0)
         record.append_metrics(row)

@@ -1,6 +1,7 @@
 """What the local backend writes per step (``metrics.jsonl``, ``samples.jsonl``) and its run summary.
 
-Per step: ``reward/<name>`` (mean over the responses where the reward applies), ``reward_mean``
+Per step: ``reward/<name>`` (mean over the responses where the reward applies; ``name`` is the
+task's ``reward_family`` of the reward, e.g. the constraint type for instruction following), ``reward_mean``
 (over every non-NaN (response, reward) pair), ``format_rate`` (the task's format reward, None when
 it has none), ``response_length`` (tokens, end-of-turn included), ``truncated_rate``,
 ``replay_pairs`` / ``reward_pairs`` / ``replay_share`` (replayed (response, reward) pairs over all
@@ -15,7 +16,7 @@ non-NaN pairs), ``replay_sequences`` (forward passes' sequences), ``adv_abs_mean
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -23,13 +24,16 @@ import torch
 
 def step_row(n: int, rollouts: Sequence[Any], rewards: torch.Tensor, mask: torch.Tensor, adv: torch.Tensor,
              rep: Any, upd: dict[str, float], algo_metrics: dict[str, float], format_reward: str | None,
-             with_entropy: bool) -> dict[str, Any]:
+             with_entropy: bool, family: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """``family`` (the task's ``reward_family``) names the key each reward is averaged under, so that
+    per-example reward names (ifollow's ``c3:punctuation:no_comma``) aggregate by type across steps."""
+    family = family or (lambda name: name)
     row: dict[str, Any] = {"step": n + 1}
     per_name: dict[str, list[float]] = {}
     for r in rollouts:
         for v in r.verdicts:
             if not (isinstance(v.value, float) and math.isnan(v.value)):
-                per_name.setdefault(v.reward, []).append(float(v.value))
+                per_name.setdefault(family(v.reward), []).append(float(v.value))
     for name, vals in sorted(per_name.items()):
         row[f"reward/{name}"] = sum(vals) / len(vals)
     valid = rewards[~torch.isnan(rewards)]

@@ -55,6 +55,11 @@ class InstructionFollowingTask(Task):
         self.loose = loose
         self.default_size = default_size
 
+    def reward_family(self, reward: str) -> str:
+        """``c3:punctuation:no_comma`` -> ``punctuation:no_comma`` (metrics aggregate by constraint type)."""
+        head, sep, rest = reward.partition(":")
+        return rest if sep and head[:1] == "c" and head[1:].isdigit() else reward
+
     # -- data -----------------------------------------------------------------------------
     def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
              seed: int = 0) -> list[Example]:
