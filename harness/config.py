@@ -62,6 +62,7 @@ class ModelConfig:
 class BackendConfig:
     name: str = "local"
     generator: str = "auto"  # auto (vllm when installed and a GPU is present), transformers, vllm
+    vllm_gpu_memory_utilization: float = 0.5  # share of the GPU the vLLM engine may take
     replay_batch_size: int = 8  # sequences per replay forward pass
     replay_chunk_size: int = 64  # positions per Jensen-Shannon chunk
     share_prefix: bool = True  # reuse the KV cache of the shared prompt prefix during replay

@@ -5,7 +5,7 @@ One training step (0-based ``n``; metrics rows use ``step = n + 1``):
 1. take ``prompts_per_step`` examples (an epoch-wise permutation seeded by ``seed + epoch``; the
    data position is ``n * prompts_per_step``, so a resumed run sees the same prompts);
 2. sample G responses each with the rollout model (bf16 where native, see :mod:`harness.models`),
-   keeping the sampled ids; the torch RNG is seeded with ``seed * 1_000_003 + n`` at the start
+   or with vLLM (:mod:`harness.backends.vllm_rollout`, synced after every update), keeping the sampled ids; the torch RNG is seeded with ``seed * 1_000_003 + n`` at the start
    of every step, so an interrupted and resumed run reproduces an uninterrupted one;
 3. score every response with the task's verifiers -> rewards[B, K] (NaN-padded where K varies);
 4. replay what the algorithm asks (:mod:`harness.replay`) with the rollout model (= theta_old);
@@ -37,6 +37,7 @@ from harness.backends import checkpoint
 from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
 from harness.backends.rollout import Rollout, greedy_texts, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
+from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
 from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
 from harness.replay import ReplayEngine, ReplayResult, decoder_and_head, head_logits, replay_for
@@ -83,11 +84,9 @@ class LocalBackend:
         self._keep_hidden = True
         if self.device.type == "cpu":
             torch.set_num_threads(choose_threads(cfg.backend.threads))
-        if cfg.backend.generator not in ("auto", "transformers"):
-            # vLLM rollouts need the policy's weights pushed into the engine after every update;
-            # not implemented yet, so "auto" means transformers' generate everywhere for now.
-            raise ValueError(f"backend.generator={cfg.backend.generator!r} is not supported by the local backend "
-                             f"yet; use 'auto' or 'transformers'")
+        # "auto": vLLM when it imports and CUDA is present; "vllm" without them raises VLLMError
+        self.generator_name = choose_generator(cfg.backend.generator)
+        self._vllm: Any = None
 
     # -- setup ---------------------------------------------------------------------------------
     @property
@@ -130,6 +129,16 @@ class LocalBackend:
         if self.rollout_model is not self.policy:
             with torch.no_grad():
                 self.rollout_model.load_state_dict(self.policy.state_dict())
+        if self._vllm is not None:
+            with torch.no_grad():
+                self._vllm.sync(self.policy)
+
+    def _start_vllm(self, record: Any) -> None:
+        """The vLLM engine (when chosen), built after any resume so it starts from the current weights."""
+        if self.generator_name == "vllm" and self._vllm is None:
+            self._vllm = VLLMGenerator(self.policy, self.tokenizer, dtype=self.rollout_dtype,
+                                       gpu_memory_utilization=self.cfg.backend.vllm_gpu_memory_utilization,
+                                       work_dir=record.path, source=self.model_source, seed=self.cfg.seed)
 
     def _needs_reference(self) -> bool:
         return self.cfg.optim.kl_coef > 0 or self.cfg.algo.name == "opsd"
@@ -187,6 +196,7 @@ class LocalBackend:
                                 weight_decay=cfg.optim.weight_decay)
         record.start(seed=cfg.seed, task_version=str(task.version), data_hash=Task.data_hash(examples),
                      extra={"backend": "local", "model_source": self.model_source, "device": str(self.device),
+                            "generator": self.generator_name,
                             "rollout_dtype": str(self.rollout_dtype), "algorithm": algo.config_dict()})
         start = 0
         state = checkpoint.load(record.checkpoint_dir)
@@ -198,6 +208,7 @@ class LocalBackend:
             checkpoint.set_rng_state(state["rng"])
             start = int(state["step"])
             self._sync_rollout()
+        self._start_vllm(record)
         record.truncate_metrics(start)
         engine = ReplayEngine(self.rollout_model, cfg.backend.replay_batch_size, cfg.backend.replay_chunk_size,
                               cfg.backend.share_prefix, self.pad_id)
@@ -242,9 +253,12 @@ class LocalBackend:
         self.rollout_model.eval()
         request = getattr(algo.replay_request, "value", algo.replay_request)
         # P_all / x+ from sampling; given up once a replay shows the task's P_all is not the prompt
-        keep = request in ("leave_one_out", "rubric") and algo.needs_replay(n) and self._keep_hidden
+        # (vLLM exposes no hidden states: its rollouts carry none and the replay recomputes P_all)
+        keep = (request in ("leave_one_out", "rubric") and algo.needs_replay(n) and self._keep_hidden
+                and self._vllm is None)
         rollouts = rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
-                                s.max_prompt_tokens, keep_hidden=keep)
+                                s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm,
+                                seed=_step_seed(cfg.seed, n))
         t1 = time.time()
         for r in rollouts:
             r.verdicts = self.task.score(r.example, r.text)

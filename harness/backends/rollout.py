@@ -119,9 +119,12 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
 
 
 def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_size: int, eos: Sequence[int],
-                 sampling: Any, max_prompt_tokens: int | None = None, keep_hidden: bool = False) -> list[Rollout]:
+                 sampling: Any, max_prompt_tokens: int | None = None, keep_hidden: bool = False,
+                 generator: Any = None, seed: int | None = None) -> list[Rollout]:
     """G sampled responses for each example (``sampling`` is a :class:`harness.config.SamplingConfig`);
-    ``keep_hidden`` stores each response's sampling-time hidden states in ``Rollout.hidden``."""
+    ``keep_hidden`` stores each response's sampling-time hidden states in ``Rollout.hidden``.
+    With ``generator`` (a :class:`harness.backends.vllm_rollout.VLLMGenerator`) it samples instead
+    of ``model.generate``, seeded with ``seed``; it records no hidden states (the replay recomputes P_all)."""
     prompts = []
     for ex in examples:
         ids = chat_prompt_ids(tokenizer, ex.messages)
@@ -129,11 +132,14 @@ def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_
             raise ValueError(f"example {ex.id!r}: prompt has {len(ids)} tokens, more than "
                              f"sampling.max_prompt_tokens={max_prompt_tokens}")
         prompts.append(ids)
-    expanded = [p for p in prompts for _ in range(group_size)]
-    hidden: list[torch.Tensor] | None = [] if keep_hidden else None
-    samples = sample(model, tokenizer, expanded, eos, max_new_tokens=sampling.max_new_tokens,
-                     temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k, hidden_out=hidden,
-                     batch_size=GENERATE_BATCH)
+    hidden: list[torch.Tensor] | None = [] if keep_hidden and generator is None else None
+    if generator is not None:
+        samples = generator.sample(prompts, group_size, eos, sampling, seed=seed)
+    else:
+        expanded = [p for p in prompts for _ in range(group_size)]
+        samples = sample(model, tokenizer, expanded, eos, max_new_tokens=sampling.max_new_tokens,
+                         temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                         hidden_out=hidden, batch_size=GENERATE_BATCH)
     if hidden is not None and len(hidden) != len(samples):
         hidden = None  # the model exposed no final norm: the replay recomputes P_all
     out = []
