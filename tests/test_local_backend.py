@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -209,6 +210,8 @@ def test_thread_policy(monkeypatch, requested, load, cpus, expected):
     assert local.choose_threads(requested) == (torch.get_num_threads() if expected is None else expected)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None and torch.cuda.is_available(),
+                    reason="vLLM and a GPU are present: the vllm generator is supported here")
 def test_unsupported_generator_is_a_clear_error():
     cfg = tiny_config("unused", "gdpo", backend__generator="vllm")
     with pytest.raises(ValueError, match="use 'auto' or 'transformers'"):
