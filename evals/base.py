@@ -13,8 +13,9 @@ The runner (``evals.runner``) handles files, generation with ``--model`` and wri
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 
 @dataclass

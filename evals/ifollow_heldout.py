@@ -12,7 +12,8 @@ prompts, deterministic). Figures, strict checking as in training:
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from evals.base import EvalCase, EvalReport, Evaluator
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from evals.base import EvalCase, Evaluator
 from harness.records import atomic_write_json, atomic_write_text

@@ -6,7 +6,7 @@ in the rollout dtype the hardware supports, and answers every case greedily.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.config import resolve
 

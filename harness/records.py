@@ -25,9 +25,10 @@ import os
 import platform
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from harness.config import RunConfig, model_slug
 
@@ -128,7 +129,7 @@ class RunRecord:
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
-    def open(cls, cfg: RunConfig) -> "RunRecord":
+    def open(cls, cfg: RunConfig) -> RunRecord:
         """Open (creating or resuming) the record for ``cfg`` and take its lock.
 
         A directory holding a record of a *different* config raises: pass another

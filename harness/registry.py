@@ -11,9 +11,10 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Callable, Iterator
+from typing import Any
 
 
 class RegistryError(RuntimeError):

@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from harness import cli, scoring
 from evals import runner as eval_runner
+from harness import cli, scoring
 from tests.fake_plugins import ShoutEvaluator, ShoutTask
 
 

@@ -192,8 +192,9 @@ class _RulesInPrompt(ToyTask):
     """Like ifollow: the rules are in the prompt; P_all is the prompt, P_\\k drops rule k."""
 
     def replay_contexts(self, example, verdicts, rewards):
-        from tasks.base import ReplayContexts
         from toy_task import RULES
+
+        from tasks.base import ReplayContexts
 
         def without(k):
             text = example.messages[-1]["content"].replace(" " + RULES[example.reward_names[k]], "")
