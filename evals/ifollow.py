@@ -29,6 +29,7 @@ from typing import Any
 
 from evals.base import EvalCase, EvalReport, Evaluator
 from evals.ifollow_judge import AdvancedIFEvaluator, Judge, register_judge
+from harness.scoring import read_rows
 from tasks.base import DataError
 from tasks.ifollow.constraints import check
 from tasks.ifollow.rows import parse_official
@@ -51,19 +52,8 @@ def find_file(data_dir: str | None, folder: str, filename: str, benchmark: str) 
 
 
 def _jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"not valid JSON ({exc.msg})", path=str(path), row=lineno) from exc
-            if not isinstance(row, dict):
-                raise DataError("each line must be a JSON object", path=str(path), row=lineno)
-            rows.append((lineno, row))
-    return rows
+    """(line number, row) for each JSON object line; a bad line is a DataError naming file and line."""
+    return list(read_rows(path))
 
 
 def _rate(num: float, den: float) -> float:
