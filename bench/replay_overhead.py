@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from algorithms import RolloutBatch, get_algorithm
 from harness.backends.local import LocalBackend
-from harness.backends.rollout import rollouts_for
+from harness.backends.rollout import batch_tensors, rollouts_for
 from harness.config import RunConfig
 from harness.replay import ReplayEngine, leave_one_out
 
@@ -49,16 +49,7 @@ def build_batch(backend: LocalBackend, prompts: int, seed: int):
     for r in rollouts:
         r.verdicts = backend.task.score(r.example, r.text)
     t_score = time.perf_counter() - t0
-    B, K = len(rollouts), max(len(r.example.reward_names) for r in rollouts)
-    T = max(1, max(len(r.response_ids) for r in rollouts))
-    rewards = torch.full((B, K), float("nan"))
-    for j, r in enumerate(rollouts):
-        for k, v in enumerate(r.verdicts):
-            rewards[j, k] = float(v.value)
-    mask = torch.zeros((B, T), dtype=torch.bool)
-    for j, r in enumerate(rollouts):
-        mask[j, :len(r.response_ids)] = True
-    group_ids = torch.tensor([r.group for r in rollouts])
+    rewards, group_ids, mask, T = batch_tensors(rollouts)
     return rollouts, rewards, group_ids, mask, T, t_gen, t_score
 
 

@@ -35,7 +35,7 @@ import torch
 
 from harness.backends import checkpoint
 from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
-from harness.backends.rollout import Rollout, greedy_texts, rollouts_for
+from harness.backends.rollout import Rollout, batch_tensors, greedy_texts, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
@@ -262,16 +262,7 @@ class LocalBackend:
         t1 = time.time()
         for r in rollouts:
             r.verdicts = self.task.score(r.example, r.text)
-        B, K = len(rollouts), max(len(r.example.reward_names) for r in rollouts)
-        T = max(1, max(len(r.response_ids) for r in rollouts))
-        rewards = torch.full((B, K), float("nan"))
-        for j, r in enumerate(rollouts):
-            for k, v in enumerate(r.verdicts):
-                rewards[j, k] = float(v.value)
-        group_ids = torch.tensor([r.group for r in rollouts], dtype=torch.long)
-        mask = torch.zeros((B, T), dtype=torch.bool)
-        for j, r in enumerate(rollouts):
-            mask[j, :len(r.response_ids)] = True
+        rewards, group_ids, mask, T = batch_tensors(rollouts)
         t2 = time.time()
         if request != "none" and algo.needs_replay(n):
             teacher_engine = engine

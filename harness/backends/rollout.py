@@ -162,3 +162,17 @@ def greedy_texts(model: Any, tokenizer: Any, messages_list: Sequence[list[dict[s
         for i, (resp, _) in zip(idx, res):
             texts[i] = decode_response(tokenizer, resp)
     return texts
+
+
+def batch_tensors(rollouts: Sequence[Rollout]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Scored rollouts -> (rewards[B,K] NaN-padded, group_ids[B] long, response_mask[B,T] bool, T)."""
+    B, K = len(rollouts), max(len(r.example.reward_names) for r in rollouts)
+    T = max(1, max(len(r.response_ids) for r in rollouts))
+    rewards = torch.full((B, K), float("nan"))
+    mask = torch.zeros((B, T), dtype=torch.bool)
+    for j, r in enumerate(rollouts):
+        for k, v in enumerate(r.verdicts):
+            rewards[j, k] = float(v.value)
+        mask[j, :len(r.response_ids)] = True
+    group_ids = torch.tensor([r.group for r in rollouts], dtype=torch.long)
+    return rewards, group_ids, mask, T
