@@ -8,10 +8,8 @@ verdict is a bool, and every span read lies inside the response.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from constraint_fuzz import make_fuzz
 
-from tasks.ifollow.constraints.base import CheckResult, get_constraint
 from tasks.ifollow.constraints.ifbench import IFBENCH_IDS
 
 KWARGS = {
@@ -33,30 +31,6 @@ FRAGMENTS = ["\n", "\n\n", "* ", "- ", "  ", "\t", "|", ",", '"', "'", "â€œ", "â
              "My Answer:", "Zimbabwe", "1805-12-02", "14, 21", "ProductID,Category,Brand,Price,Stock", "\r", "\x0b",
              "\u00a0", "\u3000", "Emma", "fox", "the", "a", "b", "ELGAE DLAB"]
 
-responses = st.one_of(
-    st.text(max_size=300),
-    st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)), max_size=40).map("".join),
-)
-
-
-def assert_sound(cid: str, response: str, result: CheckResult) -> None:
-    assert isinstance(result, CheckResult), cid
-    assert isinstance(result.ok, bool), cid
-    assert "checker failed" not in result.reason, (cid, result.reason, response)
-    for start, end in result.spans:
-        assert 0 <= start <= end <= len(response), (cid, result.spans)
-
-
-def _fuzz(n_examples: int):
-    @settings(max_examples=n_examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-    @given(responses)
-    def run(response):
-        for cid in IFBENCH_IDS:
-            assert_sound(cid, response, get_constraint(cid).checker(response, KWARGS.get(cid, {})))
-
-    return run
-
-
 # 2,000 responses in the default suite (~12 s); the full 10,000 (~60 s on a shared 2-core machine) is slow-marked.
-test_every_ifbench_checker_survives_arbitrary_responses_2000 = _fuzz(2_000)
-test_every_ifbench_checker_survives_arbitrary_responses_10000 = pytest.mark.slow(_fuzz(10_000))
+test_every_ifbench_checker_survives_arbitrary_responses_2000 = make_fuzz(IFBENCH_IDS, KWARGS, FRAGMENTS, 2_000)
+test_every_ifbench_checker_survives_arbitrary_responses_10000 = pytest.mark.slow(make_fuzz(IFBENCH_IDS, KWARGS, FRAGMENTS, 10_000))
