@@ -6,14 +6,22 @@ vocabulary:
     q_t = sqrt(JS(p_t || r_t) / ln 2) in [0, 1],
     JS(p || r) = 1/2 KL(p || m) + 1/2 KL(r || m),  m = (p + r) / 2.
 
-Numerics. With log-probabilities a = log p, b = log r and d = b - a we use, per vocabulary entry,
-    p log(2p / (p + r)) = -p g(d),   r log(2r / (p + r)) = -r g(-d),   g(d) = log((1 + e^d) / 2),
-and evaluate g(d) = log1p(expm1(d) / 2) (for d > 20: d - ln 2 + log1p(e^-d)). g(0) is exactly 0,
-so identical inputs give exactly q = 0, and small differences keep their relative accuracy (no
-cancellation of two large logarithms). Log-probabilities are clamped at -1e4 (their probability
+Numerics. With log-probabilities a = log p, b = log r, s = |b - a| and
+u(s) = log((1 + e^-s) / 2) in [-ln 2, 0], the two halves of JS per vocabulary entry sum to
+
+    p log(2p / (p + r)) + r log(2r / (p + r)) = -(p + r) u(s) - min(p, r) s,
+
+(from log((p + r) / 2) = max(a, b) + u(s)), evaluated per entry before the row sum, with
+u(s) = log1p(expm1(-s) / 2). u(0) is exactly 0, so identical inputs give exactly q = 0; the
+logarithms are of numbers near 1 rather than of probabilities, so nothing large cancels; no branch
+is needed for large s (u tends to -ln 2). Log-probabilities are clamped at -1e4 (their probability
 is already 0 in float32), which keeps -inf logits (disjoint supports) finite: disjoint supports
 give JS = ln 2, q = 1. JS is clamped to [0, ln 2] before the square root. All arithmetic is float32
-whatever the input dtype (bf16 / fp16 logits are upcast one chunk at a time).
+whatever the input dtype (bf16 / fp16 logits are upcast one chunk at a time). Against a float64
+reference on nearby distributions (logits 1e-3 apart) the relative error of JS is about 1e-4.
+
+Sharing. :class:`JSAgainst` compares one block of distributions with several (P_all against
+every P_\\k of a response): log p and p are made once per block and reused.
 
 Memory. Only ``chunk_size`` positions are processed at once; the extra memory is about six
 float32 [chunk_size, V] tensors, independent of the sequence length. The default chunk keeps one
@@ -43,27 +51,74 @@ def default_chunk_size(vocab_size: int) -> int:
     return max(1, CHUNK_ELEMENTS // max(1, vocab_size))
 
 
-def _half_log_mix(d: Tensor) -> Tensor:
-    """g(d) = log((1 + e^d) / 2), accurate near 0 and exactly 0 at 0."""
-    out = torch.expm1(d.clamp(max=20.0)).mul_(0.5).log1p_()
-    big = d > 20.0
-    if bool(big.any()):
-        db = d[big]
-        out[big] = db - LN2 + torch.log1p(torch.exp(-db))
-    return out
+def log_probs(logits: Tensor) -> Tensor:
+    """float32 log-softmax over the last dim, clamped at ``LOGPROB_FLOOR`` (keeps -inf finite)."""
+    return torch.log_softmax(logits, dim=-1, dtype=torch.float32).clamp_min_(LOGPROB_FLOOR)
+
+
+def _js_rows_against(a: Tensor, p: Tensor, logits_q: Tensor) -> Tensor:
+    """JS divergence (nats) per row between p = exp(a) (``a``: :func:`log_probs` of an [n, V] block,
+    left unchanged) and softmax(logits_q)."""
+    b = log_probs(logits_q)
+    s = b - a
+    r = b.exp_()
+    low = torch.minimum(p, r)
+    s.abs_()
+    low.mul_(s)  # min(p, r) s
+    u = s.neg_().expm1_().mul_(0.5).log1p_()  # log((1 + e^-s) / 2)
+    per_entry = r.add_(p).mul_(u).add_(low)  # (p + r) u + min(p, r) s = -2 JS per entry
+    return per_entry.sum(dim=-1).mul_(-0.5).clamp_(0.0, LN2)
 
 
 def _js_rows(logits_p: Tensor, logits_q: Tensor) -> Tensor:
     """JS divergence (nats) for each row of two [n, V] logit blocks, float32."""
-    a = torch.log_softmax(logits_p.to(torch.float32), dim=-1).clamp_min_(LOGPROB_FLOOR)
-    b = torch.log_softmax(logits_q.to(torch.float32), dim=-1).clamp_min_(LOGPROB_FLOOR)
-    d = b - a
-    term = _half_log_mix(d).mul_(a.exp_())  # p g(d); a now holds p
-    total = term.sum(dim=-1)
-    del term, a
-    term = _half_log_mix(d.neg_()).mul_(b.exp_())  # r g(-d)
-    total += term.sum(dim=-1)
-    return (-0.5 * total).clamp_(0.0, LN2)
+    a = log_probs(logits_p)
+    return _js_rows_against(a, a.exp(), logits_q)
+
+
+def _check_chunk(chunk_size: int | None, V: int) -> int:
+    step = chunk_size or default_chunk_size(V)
+    if step < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    return step
+
+
+def _as_distance(js: Tensor) -> Tensor:
+    return js.div_(LN2).sqrt_().add_(0.0)  # + 0.0 turns -0.0 into 0.0
+
+
+class JSAgainst:
+    """One [n, V] block of reference logits, compared with any number of other [n, V] blocks:
+    log p and p are computed once (two float32 [n, V] tensors) and reused by :meth:`distance`.
+
+    >>> ref = JSAgainst(logits_all)                  # P_all, one chunk of positions
+    >>> q_k = [ref.distance(l) for l in logits_without]  # each P_\\k, same positions
+    """
+
+    def __init__(self, logits_p: Tensor, chunk_size: int | None = None):
+        if logits_p.dim() != 2:
+            raise ValueError(f"expected [n, V] logits, got shape {tuple(logits_p.shape)}")
+        self.shape = tuple(logits_p.shape)
+        self.step = _check_chunk(chunk_size, logits_p.shape[1])
+        self.a = log_probs(logits_p)
+        self.p = self.a.exp()
+
+    def distance(self, logits_q: Tensor) -> Tensor:
+        """q per row, float32 [n]."""
+        if tuple(logits_q.shape) != self.shape:
+            raise ValueError(f"logits shapes differ: {self.shape} vs {tuple(logits_q.shape)}")
+        n, step = self.shape[0], self.step
+        out = torch.empty(n, dtype=torch.float32, device=logits_q.device)
+        for start in range(0, n, step):
+            end = start + step
+            out[start:end] = _js_rows_against(self.a[start:end], self.p[start:end], logits_q[start:end])
+        return _as_distance(out)
+
+
+def js_distance_many(logits_p: Tensor, others: list[Tensor], chunk_size: int | None = None) -> list[Tensor]:
+    """:func:`js_distance` of ``logits_p`` [n, V] against each of ``others`` (each [n, V])."""
+    ref = JSAgainst(logits_p, chunk_size)
+    return [ref.distance(o) for o in others]
 
 
 def js_distance(logits_p: Tensor, logits_q: Tensor, chunk_size: int | None = None) -> Tensor:
@@ -82,13 +137,11 @@ def js_distance(logits_p: Tensor, logits_q: Tensor, chunk_size: int | None = Non
     p = logits_p.reshape(-1, V)
     q = logits_q.reshape(-1, V)
     n = p.shape[0]
-    step = chunk_size or default_chunk_size(V)
-    if step < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    step = _check_chunk(chunk_size, V)
     out = torch.empty(n, dtype=torch.float32, device=logits_p.device)
     for start in range(0, n, step):
         out[start:start + step] = _js_rows(p[start:start + step], q[start:start + step])
-    return out.div_(LN2).sqrt_().add_(0.0).reshape(lead)
+    return _as_distance(out).reshape(lead)
 
 
 class JSStream:
