@@ -6,13 +6,14 @@ final hidden states at the T positions that predict the response tokens ([T, H],
 states by the LM head a chunk of positions at a time (``chunk_size``) and streamed straight into
 the statistic (Jensen-Shannon distance, log-probabilities), so [T, V] is never held for a batch.
 
-Prefix sharing. All jobs handed to :meth:`ReplayEngine.run` together (one prompt group: its G
-responses under every context) share the longest common token prefix of their contexts, capped so
-that every job keeps at least one context token of its own. The prefix's KV cache is computed once
-(batch of one) and expanded over each batch of jobs; a batch then runs only the changed context
-suffix plus the response, right-padded. Right padding needs no attention mask: with causal
-attention a real token never attends to padding that follows it, and positions continue from the
-prefix length. Identical jobs are computed once (P_all is shared by all rewards of a response).
+Prefix sharing. All jobs handed to :meth:`ReplayEngine.run` together (a wave of prompt groups:
+their responses under every context) share the longest common token prefix of their contexts,
+capped so that every context keeps at least one token of its own. That prefix's KV cache is
+computed once (batch of one). Each distinct context is then encoded once on top of it, a batch of
+contexts at a time, left-padded with the padding masked out; and each job runs only its context's
+last token plus its response, on top of its own context's cache (gathered per row), right-padded,
+in batches of similar lengths. Identical jobs are computed once (P_all is shared by all rewards of
+a response; ifollow's P_\\k by every response of the group).
 
 P_all and the old-policy pass. P_all is replayed once per response and its logits are made once
 per chunk for all of the response's rewards (:meth:`ReplayEngine.js_many`). When P_all is the
@@ -20,8 +21,10 @@ sampling prompt itself (ifollow; CoRT's x+ always), the old policy's pass over t
 sequence already happened during sampling: the rollout records the final hidden states that
 produced each sampled token (a hook on the final norm, see :mod:`harness.backends.rollout`) and
 the builders below use them instead of replaying P_all (tested equal to the replay, float32).
-With one optimiser update per step the ratio's old log-probabilities are the detached current
-ones, so the trainer needs no separate old-log-prob pass.
+Where they fit the memory budget (``backend.sampling_logits_mb``), the sampling logits are kept
+too, and the LM head is not applied to P_all again. With one optimiser update per step the
+ratio's old log-probabilities are the detached current ones, so the trainer needs no separate
+old-log-prob pass.
 
 Equivalence: the prefix-shared result equals a full-context recomputation up to floating-point
 reordering (tested in float32 at 1e-5 on the JS distances).
@@ -41,7 +44,24 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from algorithms.relevance import js_distance, token_logprobs
+from algorithms.relevance import JSAgainst, js_distance, token_logprobs
+
+#: sequences per replay wave, in engine batches (see :func:`leave_one_out`)
+WAVE_BATCHES = 4
+
+
+def length_batches(items: Sequence[Any], length: Any, size: int) -> list[list[Any]]:
+    """Items in batches of at most ``size``, longest first; a batch also ends before an item less
+    than half as long as the batch's first, so that short rows are not padded to long ones."""
+    ordered = sorted(items, key=length, reverse=True)
+    batches: list[list[Any]] = []
+    for item in ordered:
+        if batches and len(batches[-1]) < size and 2 * length(item) >= length(batches[-1][0]):
+            batches[-1].append(item)
+        else:
+            batches.append([item])
+    return batches
+
 
 #: rows per Jensen-Shannon evaluation inside a chunk: 16 x V float32 stays cache-resident, which
 #: measured about 30% faster than 64 rows for V = 49,152 on one CPU thread (results are row-wise,
@@ -69,12 +89,17 @@ def decoder_and_head(model: Any) -> tuple[Any, Any, float | None]:
     return decoder, head, cap
 
 
-def head_logits(head: Any, hidden: Tensor, cap: float | None = None) -> Tensor:
-    """LM-head logits of hidden states [..., H], in float32."""
-    logits = head(hidden).float()
+def capped(logits: Tensor, cap: float | None = None) -> Tensor:
+    """Raw LM-head outputs with the model family's final soft-cap applied (in float32) when it has
+    one; otherwise unchanged, in the model's dtype (the statistics upcast as they read them)."""
     if cap:
-        logits = torch.tanh(logits / cap) * cap
+        return torch.tanh(logits.float() / cap) * cap
     return logits
+
+
+def head_logits(head: Any, hidden: Tensor, cap: float | None = None) -> Tensor:
+    """LM-head logits of hidden states [..., H] (see :func:`capped` for the dtype)."""
+    return capped(head(hidden), cap)
 
 
 def _cache_kwarg(decoder: Any) -> str:
@@ -123,11 +148,14 @@ class ReplayEngine:
     def run(self, jobs: Sequence[ReplayJob]) -> dict[ReplayJob, Tensor]:
         """Final hidden states [T, H] at the positions predicting each job's response tokens.
 
-        Two levels of sharing (``share_prefix``): the group prefix P (longest common prefix of all
-        contexts) is encoded once; a context used by several jobs (ifollow's P_\\k is the same for
-        every response of the group) is then encoded once on top of P, up to its last token, and
-        its jobs run only ``[last context token] + response``. Contexts used once run their
-        remaining suffix plus the response on top of P.
+        Sharing (``share_prefix``), three levels: the group prefix P (longest common prefix of all
+        contexts, capped so that every context keeps one token of its own) is encoded once; each
+        distinct context is encoded once on top of P, up to its last token, ``batch_size``
+        contexts at a time, left-padded (the padding is masked out); each job then runs only
+        ``[last context token] + response`` on top of its own context's cache, ``batch_size`` rows
+        at a time whichever contexts they belong to, so batches stay full for per-response
+        contexts (one job each) as well as for one context serving a whole group (ifollow's P_\\k).
+        Without sharing, or when the contexts share no token, every job runs in full, right-padded.
         """
         unique = list(dict.fromkeys(jobs))
         if not unique:
@@ -136,28 +164,70 @@ class ReplayEngine:
             if not job.context or not job.response:
                 raise ValueError("a replay job needs a non-empty context and response")
         decoder, _, _ = decoder_and_head(self.model)
+        out: dict[ReplayJob, Tensor] = {}
         by_context: dict[tuple[int, ...], list[ReplayJob]] = {}
         for job in unique:
             by_context.setdefault(job.context, []).append(job)
-        out: dict[ReplayJob, Tensor] = {}
-        if not self.share_prefix:
-            self._batches(decoder, None, 0, [(j, list(j.context) + list(j.response), len(j.context) - 1)
-                                             for j in unique], out)
-            return out
         contexts = list(by_context)
         prefix_len = min(common_prefix_length(contexts), min(len(c) for c in contexts) - 1)
+        if not self.share_prefix or prefix_len == 0:
+            self._full_rows(decoder, unique, out)
+            return out
         prefix_cache = self._encode(decoder, None, 0, contexts[0][:prefix_len])
-        singles = []
-        for ctx, ctx_jobs in by_context.items():
-            if len(ctx_jobs) == 1 or len(ctx) - 1 <= prefix_len:
-                singles += [(j, list(ctx[prefix_len:]) + list(j.response), len(ctx) - 1 - prefix_len)
-                            for j in ctx_jobs]
-                continue
-            cache = self._encode(decoder, prefix_cache, prefix_len, ctx[prefix_len:-1])
-            rows = [(j, [ctx[-1]] + list(j.response), 0) for j in ctx_jobs]
-            self._batches(decoder, cache, len(ctx) - 1, rows, out)
-        self._batches(decoder, prefix_cache, prefix_len, singles, out)
+        contexts.sort(key=len)  # similar lengths share a batch (less padding)
+        for start in range(0, len(contexts), self.batch_size):
+            chunk = contexts[start:start + self.batch_size]
+            cache, seen = self._encode_contexts(decoder, prefix_cache, prefix_len, chunk)
+            rows = [(i, job) for i, ctx in enumerate(chunk) for job in by_context[ctx]]
+            for batch in length_batches(rows, lambda row: len(row[1].response), self.batch_size):
+                self._job_rows(decoder, cache, seen, batch, out)
         return out
+
+    def _encode_contexts(self, decoder: Any, prefix_cache: Any, prefix_len: int,
+                         contexts: Sequence[tuple[int, ...]]) -> tuple[Any, Tensor]:
+        """KV cache [len(contexts)] of each context up to (not including) its last token, on top of
+        the shared prefix, and the key mask [len(contexts), cache length] (0 at left padding)."""
+        middles = [c[prefix_len:-1] for c in contexts]
+        width = max(len(m) for m in middles)
+        count = len(contexts)
+        cache = copy.deepcopy(prefix_cache)
+        cache.batch_repeat_interleave(count)
+        seen = torch.ones(count, prefix_len + width, dtype=torch.long, device=self.device)
+        if width == 0:
+            return cache, seen
+        ids = torch.full((count, width), self.pad_id, dtype=torch.long, device=self.device)
+        positions = torch.full((count, width), prefix_len, dtype=torch.long, device=self.device)
+        for i, mid in enumerate(middles):
+            pad = width - len(mid)
+            seen[i, prefix_len:prefix_len + pad] = 0
+            if mid:  # the padding's positions do not matter (masked out); they stay in range
+                ids[i, pad:] = torch.tensor(mid, device=self.device)
+                positions[i, pad:] = torch.arange(prefix_len, prefix_len + len(mid), device=self.device)
+        decoder(input_ids=ids, attention_mask=seen, position_ids=positions, use_cache=True,
+                **{_cache_kwarg(decoder): cache})
+        self.forward_tokens += sum(len(m) for m in middles)
+        return cache, seen
+
+    def _job_rows(self, decoder: Any, cache: Any, seen: Tensor, rows: list[tuple[int, ReplayJob]],
+                  out: dict[ReplayJob, Tensor]) -> None:
+        """Run ``[last context token] + response`` for each (context index, job) row on top of that
+        context's keys and values (gathered from ``cache``), right-padded; store the hidden states."""
+        width = 1 + max(len(job.response) for _, job in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long, device=self.device)
+        positions = torch.empty((len(rows), width), dtype=torch.long, device=self.device)
+        for i, (_, job) in enumerate(rows):
+            ids[i, :1 + len(job.response)] = torch.tensor((job.context[-1], *job.response), device=self.device)
+            start = len(job.context) - 1
+            positions[i] = torch.arange(start, start + width, device=self.device)
+        index = torch.tensor([c for c, _ in rows], device=self.device)
+        rows_cache = copy.deepcopy(cache)
+        rows_cache.reorder_cache(index)
+        mask = torch.cat([seen[index], torch.ones(len(rows), width, dtype=seen.dtype, device=self.device)], dim=1)
+        hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                         **{_cache_kwarg(decoder): rows_cache}).last_hidden_state
+        self.forward_tokens += sum(1 + len(job.response) for _, job in rows)
+        for i, (_, job) in enumerate(rows):
+            out[job] = hidden[i, :len(job.response)].clone()
 
     def _encode(self, decoder: Any, cache: Any, cache_len: int, tokens: Sequence[int]) -> Any:
         """The KV cache after ``tokens`` (batch of one), continuing ``cache`` (not modified)."""
@@ -171,27 +241,19 @@ class ReplayEngine:
         self.forward_tokens += len(tokens)
         return _returned_cache(decoder(**kwargs))
 
-    def _batches(self, decoder: Any, cache: Any, cache_len: int, rows: list[tuple[ReplayJob, list[int], int]],
-                 out: dict[ReplayJob, Tensor]) -> None:
-        """Run right-padded rows (job, input tokens, index of the hidden state predicting the first
-        response token) on top of ``cache`` (expanded over each batch) and store the hidden states."""
-        rows = sorted(rows, key=lambda r: len(r[1]), reverse=True)  # similar lengths share a batch
-        for start in range(0, len(rows), self.batch_size):
-            batch = rows[start:start + self.batch_size]
-            width = max(len(r[1]) for r in batch)
+    def _full_rows(self, decoder: Any, jobs: Sequence[ReplayJob], out: dict[ReplayJob, Tensor]) -> None:
+        """Run context + response of each job, right-padded (causal attention never looks at
+        trailing padding, so no mask is needed), and store the hidden states."""
+        for batch in length_batches(jobs, lambda j: len(j.context) + len(j.response), self.batch_size):
+            width = max(len(j.context) + len(j.response) for j in batch)
             ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long, device=self.device)
-            for i, (_, tokens, _) in enumerate(batch):
-                ids[i, :len(tokens)] = torch.tensor(tokens, device=self.device)
-            kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": cache is not None}
-            if cache is not None:
-                expanded = copy.deepcopy(cache)
-                expanded.batch_repeat_interleave(len(batch))
-                kwargs[_cache_kwarg(decoder)] = expanded
-                kwargs["position_ids"] = torch.arange(cache_len, cache_len + width,
-                                                      device=self.device).unsqueeze(0).expand(len(batch), -1)
-            hidden = decoder(**kwargs).last_hidden_state
-            self.forward_tokens += sum(len(r[1]) for r in batch)
-            for i, (job, _, first) in enumerate(batch):
+            for i, job in enumerate(batch):
+                ids[i, :len(job.context) + len(job.response)] = torch.tensor(job.context + job.response,
+                                                                             device=self.device)
+            hidden = decoder(input_ids=ids, use_cache=False).last_hidden_state
+            self.forward_tokens += sum(len(j.context) + len(j.response) for j in batch)
+            for i, job in enumerate(batch):
+                first = len(job.context) - 1
                 out[job] = hidden[i, first:first + len(job.response)].clone()
 
     # -- statistics --------------------------------------------------------------------------------
@@ -207,27 +269,31 @@ class ReplayEngine:
         return torch.cat(parts) if parts else torch.zeros(0)
 
     @torch.no_grad()
-    def js_many(self, hidden_a: Tensor, others: Sequence[Tensor]) -> list[Tensor]:
-        """:meth:`js` of ``hidden_a`` against each of ``others``; the logits of ``hidden_a`` are made
-        once per chunk and shared (P_all against every P_\\k of a response)."""
+    def js_many(self, hidden_a: Tensor, others: Sequence[Tensor], logits_a: Tensor | None = None) -> list[Tensor]:
+        """:meth:`js` of ``hidden_a`` against each of ``others``; the logits and log-probabilities
+        of ``hidden_a`` are made once per chunk and shared (P_all against every P_\\k of a response).
+        ``logits_a`` (raw head outputs [T, V], e.g. kept from sampling) replaces the head on ``hidden_a``."""
         _, head, cap = decoder_and_head(self.model)
         parts: list[list[Tensor]] = [[] for _ in others]
         for s in range(0, hidden_a.shape[0], self.chunk_size):
-            la = head_logits(head, hidden_a[s:s + self.chunk_size], cap)
-            for i, hb in enumerate(others):
-                lb = head_logits(head, hb[s:s + self.chunk_size], cap)
-                parts[i].append(js_distance(la, lb, chunk_size=JS_ROWS))
+            e = s + self.chunk_size
+            la = capped(logits_a[s:e], cap) if logits_a is not None else head_logits(head, hidden_a[s:e], cap)
+            ref = JSAgainst(la, chunk_size=JS_ROWS)
+            for part, hb in zip(parts, others):
+                part.append(ref.distance(head_logits(head, hb[s:e], cap)))
         return [torch.cat(p) if p else torch.zeros(0) for p in parts]
 
     @torch.no_grad()
-    def logprobs(self, hidden: Tensor, tokens: Sequence[int]) -> Tensor:
-        """log p(y_t | ...) of the given tokens, streamed over chunks. [T] float32."""
+    def logprobs(self, hidden: Tensor, tokens: Sequence[int], logits: Tensor | None = None) -> Tensor:
+        """log p(y_t | ...) of the given tokens, streamed over chunks. [T] float32. ``logits`` (raw
+        head outputs [T, V], e.g. kept from sampling) replaces the head on ``hidden``."""
         _, head, cap = decoder_and_head(self.model)
         ids = torch.tensor(list(tokens), device=hidden.device)
         parts = []
         for s in range(0, hidden.shape[0], self.chunk_size):
-            logits = head_logits(head, hidden[s:s + self.chunk_size], cap)
-            parts.append(token_logprobs(logits, ids[s:s + self.chunk_size]))
+            e = s + self.chunk_size
+            chunk = capped(logits[s:e], cap) if logits is not None else head_logits(head, hidden[s:e], cap)
+            parts.append(token_logprobs(chunk, ids[s:e]))
         return torch.cat(parts) if parts else torch.zeros(0)
 
 
@@ -300,16 +366,21 @@ class _Tokens:
         return self.memo[key]
 
 
-def _sampling_hidden(rollouts: Sequence[Any], pairs: Sequence[tuple[int, ReplayJob]]) -> dict[ReplayJob, Tensor]:
-    """Hidden states recorded while sampling, for the jobs whose context is the sampling prompt
-    itself (ifollow's P_all, CoRT's x+): that pass already ran, so the replay skips it."""
-    out = {}
+def _sampling_pass(rollouts: Sequence[Any], pairs: Sequence[tuple[int, ReplayJob]]
+                   ) -> tuple[dict[ReplayJob, Tensor], dict[ReplayJob, Tensor]]:
+    """Hidden states and, where kept, logits recorded while sampling, for the jobs whose context is
+    the sampling prompt itself (ifollow's P_all, CoRT's x+): that pass already ran, so the replay
+    skips it (and, with the logits, skips the LM head too)."""
+    hidden_out, logits_out = {}, {}
     for j, job in pairs:
         r = rollouts[j]
         hidden = getattr(r, "hidden", None)
         if hidden is not None and job.context == tuple(r.prompt_ids) and hidden.shape[0] == len(job.response):
-            out[job] = hidden
-    return out
+            hidden_out[job] = hidden
+            logits = getattr(r, "logits", None)
+            if logits is not None and logits.shape[0] == len(job.response):
+                logits_out[job] = logits
+    return hidden_out, logits_out
 
 
 def _groups(rollouts: Sequence[Any]) -> dict[int, list[int]]:
@@ -326,7 +397,9 @@ def leave_one_out(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Seq
     A pair is replayed when its reward varies within the group (others have zero advantage) and
     the task builds a P_\\k for it (the default task hook skips rewards whose verdict has no block).
     P_all is replayed once per response and shared by its rewards. ``pairs`` (bool[B, K]) overrides
-    the selection (the overhead benchmark uses it to control the replayed share).
+    the selection (the overhead benchmark uses it to control the replayed share). Groups are
+    replayed in waves of about ``WAVE_BATCHES`` batches of sequences (one engine run each), which
+    keeps batches full across small groups and bounds the hidden states held at once.
     """
     from algorithms.base import rewards_varying_in_group
 
@@ -335,8 +408,8 @@ def leave_one_out(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Seq
     varying = rewards_varying_in_group(rewards, group_ids) if pairs is None else pairs
     tokens = _Tokens(tokenizer)
     res = ReplayResult(relevance=rel, pairs_total=int((~torch.isnan(rewards)).sum()))
+    plan: list[tuple[int, ReplayJob, dict[int, ReplayJob]]] = []
     for members in _groups(rollouts).values():
-        plan: list[tuple[int, ReplayJob, dict[int, ReplayJob]]] = []
         for j in members:
             ks = [k for k in range(K) if bool(varying[j, k])]
             r = rollouts[j]
@@ -348,18 +421,31 @@ def leave_one_out(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Seq
             resp = tuple(r.response_ids)
             plan.append((j, ReplayJob(tokens(ctx.all), resp),
                          {k: ReplayJob(tokens(m), resp) for k, m in ctx.without.items()}))
-        known = _sampling_hidden(rollouts, [(j, a) for j, a, _ in plan])
-        jobs = [job for _, a, w in plan for job in (a, *w.values()) if job not in known]
-        hidden = {**known, **engine.run(jobs)}
-        res.sequences += len(set(jobs))
-        res.sampling_hidden_used += len(known)
-        for j, a, without in plan:
-            n = len(a.response)
-            ks = list(without)
-            for k, q in zip(ks, engine.js_many(hidden[a], [hidden[without[k]] for k in ks])):
-                rel[j, k, :n] = q.cpu()
-                res.pairs_replayed += 1
+        if sum(1 + len(w) for _, _, w in plan) >= WAVE_BATCHES * engine.batch_size:
+            _leave_one_out_wave(engine, rollouts, plan, rel, res)
+            plan = []
+    _leave_one_out_wave(engine, rollouts, plan, rel, res)
     return res
+
+
+def _leave_one_out_wave(engine: ReplayEngine, rollouts: Sequence[Any],
+                        plan: list[tuple[int, ReplayJob, dict[int, ReplayJob]]], rel: Tensor,
+                        res: ReplayResult) -> None:
+    """Replay one wave of groups together (their contexts and rows share batches) and fill in the
+    relevance of its pairs."""
+    if not plan:
+        return
+    known, logits = _sampling_pass(rollouts, [(j, a) for j, a, _ in plan])
+    jobs = [job for _, a, w in plan for job in (a, *w.values()) if job not in known]
+    hidden = {**known, **engine.run(jobs)}
+    res.sequences += len(set(jobs))
+    res.sampling_hidden_used += len(known)
+    for j, a, without in plan:
+        n = len(a.response)
+        ks = list(without)
+        for k, q in zip(ks, engine.js_many(hidden[a], [hidden[without[k]] for k in ks], logits.get(a))):
+            rel[j, k, :n] = q.cpu()
+            res.pairs_replayed += 1
 
 
 def joint(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
@@ -413,13 +499,14 @@ def rubric(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[A
             resp = tuple(r.response_ids)
             plan.append((j, ReplayJob(tuple(r.prompt_ids), resp),
                          ReplayJob(tokens(task.without_rubric(r.example)), resp)))
-        known = _sampling_hidden(rollouts, [(j, a) for j, a, _ in plan])
+        known, logits = _sampling_pass(rollouts, [(j, a) for j, a, _ in plan])
         jobs = [job for _, a, b in plan for job in (a, b) if job not in known]
         hidden = {**known, **engine.run(jobs)}
         res.sequences += len(set(jobs))
         res.sampling_hidden_used += len(known)
         for j, a, b in plan:
-            delta = engine.logprobs(hidden[a], a.response) - engine.logprobs(hidden[b], b.response)
+            delta = (engine.logprobs(hidden[a], a.response, logits.get(a))
+                     - engine.logprobs(hidden[b], b.response))
             out[j, :len(a.response)] = delta.cpu()
             res.pairs_replayed += int(varying[j].sum())
     return res

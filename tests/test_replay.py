@@ -21,6 +21,7 @@ from harness.replay import (
     full_context_hidden,
     full_logits_js,
     leave_one_out,
+    length_batches,
     replay_for,
 )
 from tasks.base import Verdict
@@ -93,6 +94,16 @@ def test_hidden_states_match_full_pass_and_prefix_is_computed_once(tiny):
     assert engine.forward_tokens == expected
     print(f"tokens through the model: {expected} shared vs {naive} naive")
     assert expected < 0.5 * naive
+
+
+@pytest.mark.parametrize("lengths,size,expected", [
+    ([5, 4, 3, 2, 1, 100], 3, [[100], [5, 4, 3], [2, 1]]),  # short rows are not padded to long ones
+    ([97] * 7 + [6], 8, [[97] * 7, [6]]),
+    ([10, 9, 8, 7], 2, [[10, 9], [8, 7]]),
+    ([], 4, []),
+])
+def test_length_batches(lengths, size, expected):
+    assert length_batches(lengths, lambda n: n, size) == expected
 
 
 def test_identical_contexts_give_zero_relevance(tiny):
@@ -203,19 +214,27 @@ class _RulesInPrompt(ToyTask):
         return ReplayContexts(all=example.messages, without={k: without(k) for k in rewards})
 
 
-def test_sampling_hidden_states_stand_in_for_p_all(tiny):
-    """When P_all is the sampling prompt, the hidden states recorded during generation replace
-    the P_all pass: same relevance (fp32, <= 1e-5), fewer sequences."""
+@pytest.mark.parametrize("keep_logits", [False, True])
+def test_sampling_hidden_states_stand_in_for_p_all(tiny, keep_logits):
+    """When P_all is the sampling prompt, the hidden states (and, within the memory budget, the
+    logits) recorded during generation replace the P_all pass: same relevance (fp32, <= 1e-5),
+    fewer sequences."""
     from harness.backends.rollout import rollouts_for
     from harness.config import SamplingConfig
 
     task, tok = _RulesInPrompt(), tiny.tokenizer
     torch.manual_seed(3)
     rollouts = rollouts_for(tiny.model, tok, task.load()[:2], 4, [tok.eos_token_id],
-                            SamplingConfig(max_new_tokens=10), keep_hidden=True)
+                            SamplingConfig(max_new_tokens=10), keep_hidden=True,
+                            logits_budget=(1 << 30) if keep_logits else 0)
+    head = tiny.model.get_output_embeddings()
     for r in rollouts:
         r.verdicts = task.score(r.example, r.text)
         assert r.hidden is not None and r.hidden.shape == (len(r.response_ids), tiny.model.config.hidden_size)
+        if keep_logits:  # the sampling distributions are the head's outputs on those hidden states
+            assert r.logits is not None and torch.allclose(r.logits, head(r.hidden), atol=1e-5)
+        else:
+            assert r.logits is None
     rewards = torch.tensor([[v.value for v in r.verdicts] + [float("nan")] * (3 - len(r.verdicts))
                             for r in rollouts])
     group_ids = torch.tensor([r.group for r in rollouts])
@@ -223,7 +242,7 @@ def test_sampling_hidden_states_stand_in_for_p_all(tiny):
     T = max(len(r.response_ids) for r in rollouts)
     with_hidden = leave_one_out(ReplayEngine(tiny.model), task, tok, rollouts, rewards, group_ids, T, pairs)
     for r in rollouts:
-        r.hidden = None
+        r.hidden = r.logits = None
     recomputed = leave_one_out(ReplayEngine(tiny.model), task, tok, rollouts, rewards, group_ids, T, pairs)
     both = ~torch.isnan(recomputed.relevance)
     assert torch.equal(both, ~torch.isnan(with_hidden.relevance)) and bool(both.any())

@@ -283,12 +283,13 @@ def test_local_backend_trains_with_vllm_rollouts_and_syncs_after_each_update(wit
     assert backend.generator_name == "vllm"
     hidden_seen = []
     from harness import replay
-    real_known = replay._sampling_hidden
+    real_known = replay._sampling_pass
 
     def spy_known(rollouts, pairs):
         hidden_seen.extend(r.hidden for r in rollouts)
+        hidden_seen.extend(r.logits for r in rollouts)
         return real_known(rollouts, pairs)
-    monkeypatch.setattr(replay, "_sampling_hidden", spy_known)
+    monkeypatch.setattr(replay, "_sampling_pass", spy_known)
     rec = RunRecord.open(cfg)
     try:
         backend.train(rec)

@@ -258,7 +258,7 @@ class LocalBackend:
                 and self._vllm is None)
         rollouts = rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
                                 s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm,
-                                seed=_step_seed(cfg.seed, n))
+                                seed=_step_seed(cfg.seed, n), logits_budget=cfg.backend.sampling_logits_mb << 20)
         t1 = time.time()
         for r in rollouts:
             r.verdicts = self.task.score(r.example, r.text)
@@ -277,7 +277,7 @@ class LocalBackend:
         if keep and rep.sequences and not rep.sampling_hidden_used:
             self._keep_hidden = False
         for r in rollouts:
-            r.hidden = None
+            r.hidden = r.logits = None
         t3 = time.time()
         batch = RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=mask, relevance=rep.relevance,
                              step=n, joint_relevance=rep.joint_relevance, logprob_delta=rep.logprob_delta)

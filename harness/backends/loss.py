@@ -66,7 +66,7 @@ def response_logits(model: Any, mb: MicroBatch) -> Tensor:
     pos = (mb.attention_mask.cumsum(-1) - 1).clamp_min(0)
     hidden = decoder(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=pos).last_hidden_state
     h = hidden[:, mb.prompt_width - 1:mb.prompt_width - 1 + mb.T]
-    return head_logits(head, h, cap)
+    return head_logits(head, h, cap).float()
 
 
 def gather_logprobs(logits: Tensor, tokens: Tensor) -> Tensor:

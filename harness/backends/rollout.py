@@ -37,6 +37,9 @@ class Rollout:
     #: final hidden states [T, H] that predicted the response tokens during sampling (the old
     #: policy's pass over prompt + response, kept for the replay's P_all when asked for)
     hidden: torch.Tensor | None = None
+    #: the LM head's outputs [T, V] (model dtype, before any soft-cap) at those positions: the
+    #: sampling distributions themselves, kept when they fit the replay's memory budget
+    logits: torch.Tensor | None = None
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,7 +80,8 @@ def final_norm(model: Any) -> Any | None:
 def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Sequence[int], *,
            max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int | None = None,
            greedy: bool = False, batch_size: int | None = None,
-           hidden_out: list[torch.Tensor] | None = None) -> list[tuple[list[int], bool]]:
+           hidden_out: list[torch.Tensor] | None = None,
+           logits_out: list[torch.Tensor] | None = None) -> list[tuple[list[int], bool]]:
     """Generate one response per prompt; returns (response ids, truncated) per prompt, in order.
 
     ``top_k=None`` disables top-k (transformers would otherwise apply its default of 50);
@@ -85,7 +89,9 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
     hook on the final norm records, for each prompt, the hidden states [T, H] that produced the
     next-token distributions of its response tokens (the prefill's last position, then one per
     decoding step), so that the replay need not recompute P_all when it is the sampling prompt.
-    Nothing is appended when the model has no final-norm module.
+    Nothing is appended when the model has no final-norm module. With ``logits_out``, a hook on
+    the LM head likewise records the logits [T, V] of each response (model dtype; one buffer per
+    ``generate`` call, each response's entry a view of it).
     """
     device = next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
@@ -102,12 +108,19 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
             kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k or 0)
         norm = final_norm(model) if hidden_out is not None else None
         caught: list[torch.Tensor] = []
-        hook = (norm.register_forward_hook(lambda m, i, o, sink=caught: sink.append(o[:, -1].detach().clone()))
-                if norm is not None else None)
+        logits = _StepBuffer(len(chunk), max_new_tokens)
+        hooks = []
+        if norm is not None:
+            hooks.append(norm.register_forward_hook(
+                lambda m, i, o, sink=caught: sink.append(o[:, -1].detach().clone())))
+        if logits_out is not None:
+            from harness.replay import decoder_and_head
+
+            hooks.append(decoder_and_head(model)[1].register_forward_hook(lambda m, i, o: logits.add(o[:, -1])))
         try:
             seqs = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
         finally:
-            if hook is not None:
+            for hook in hooks:
                 hook.remove()
         steps = torch.stack(caught, 1) if caught else None
         for i, row in enumerate(seqs[:, ids.shape[1]:].tolist()):
@@ -115,14 +128,40 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
             out.append((resp, truncated))
             if steps is not None and hidden_out is not None and steps.shape[1] >= len(resp):
                 hidden_out.append(steps[i, :len(resp)].clone())
+            if logits_out is not None and logits.steps >= len(resp):
+                logits_out.append(logits.buffer[i, :len(resp)])  # type: ignore[index]
     return out
+
+
+class _StepBuffer:
+    """[B, max_steps, V] buffer filled one decoding step at a time (allocated at the first step)."""
+
+    def __init__(self, rows: int, max_steps: int):
+        self.rows, self.max_steps, self.steps = rows, max_steps, 0
+        self.buffer: torch.Tensor | None = None
+
+    def add(self, step: torch.Tensor) -> None:
+        if self.buffer is None:
+            self.buffer = step.new_empty((self.rows, self.max_steps, step.shape[-1]))
+        if self.steps < self.max_steps:
+            self.buffer[:, self.steps] = step.detach()
+        self.steps += 1
+
+
+def sampling_logits_bytes(model: Any, sequences: int, max_new_tokens: int) -> int:
+    """Memory that keeping the sampling logits of ``sequences`` responses would take."""
+    from harness.replay import decoder_and_head
+
+    head = decoder_and_head(model)[1]
+    return sequences * max_new_tokens * int(head.weight.shape[0]) * head.weight.element_size()
 
 
 def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_size: int, eos: Sequence[int],
                  sampling: Any, max_prompt_tokens: int | None = None, keep_hidden: bool = False,
-                 generator: Any = None, seed: int | None = None) -> list[Rollout]:
+                 generator: Any = None, seed: int | None = None, logits_budget: int = 0) -> list[Rollout]:
     """G sampled responses for each example (``sampling`` is a :class:`harness.config.SamplingConfig`);
-    ``keep_hidden`` stores each response's sampling-time hidden states in ``Rollout.hidden``.
+    ``keep_hidden`` stores each response's sampling-time hidden states in ``Rollout.hidden``, and
+    also its sampling logits in ``Rollout.logits`` when they take at most ``logits_budget`` bytes.
     With ``generator`` (a :class:`harness.backends.vllm_rollout.VLLMGenerator`) it samples instead
     of ``model.generate``, seeded with ``seed``; it records no hidden states (the replay recomputes P_all)."""
     prompts = []
@@ -133,20 +172,27 @@ def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_
                              f"sampling.max_prompt_tokens={max_prompt_tokens}")
         prompts.append(ids)
     hidden: list[torch.Tensor] | None = [] if keep_hidden and generator is None else None
+    logits: list[torch.Tensor] | None = None
+    if hidden is not None and 0 < sampling_logits_bytes(model, len(prompts) * group_size,
+                                                         sampling.max_new_tokens) <= logits_budget:
+        logits = []
     if generator is not None:
         samples = generator.sample(prompts, group_size, eos, sampling, seed=seed)
     else:
         expanded = [p for p in prompts for _ in range(group_size)]
         samples = sample(model, tokenizer, expanded, eos, max_new_tokens=sampling.max_new_tokens,
                          temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                         hidden_out=hidden, batch_size=GENERATE_BATCH)
+                         hidden_out=hidden, logits_out=logits, batch_size=GENERATE_BATCH)
     if hidden is not None and len(hidden) != len(samples):
         hidden = None  # the model exposed no final norm: the replay recomputes P_all
+    if hidden is None or (logits is not None and len(logits) != len(samples)):
+        logits = None
     out = []
     for i, (resp, truncated) in enumerate(samples):
         g = i // group_size
         out.append(Rollout(examples[g], g, prompts[g], resp, decode_response(tokenizer, resp), truncated,
-                           hidden=hidden[i] if hidden is not None else None))
+                           hidden=hidden[i] if hidden is not None else None,
+                           logits=logits[i] if logits is not None else None))
     return out
 
 
