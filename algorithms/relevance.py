@@ -66,7 +66,7 @@ def _js_rows_against(a: Tensor, p: Tensor, logits_q: Tensor) -> Tensor:
     s.abs_()
     low.mul_(s)  # min(p, r) s
     u = s.neg_().expm1_().mul_(0.5).log1p_()  # log((1 + e^-s) / 2)
-    per_entry = r.add_(p).mul_(u).add_(low)  # (p + r) u + min(p, r) s = -2 JS per entry
+    per_entry = low.addcmul_(r.add_(p), u)  # (p + r) u + min(p, r) s = -2 JS per entry
     return per_entry.sum(dim=-1).mul_(-0.5).clamp_(0.0, LN2)
 
 
