@@ -144,7 +144,7 @@ class ReplayEngine:
         return next(self.model.parameters()).device
 
     # -- hidden states -----------------------------------------------------------------------------
-    @torch.no_grad()
+    @torch.inference_mode()
     def run(self, jobs: Sequence[ReplayJob]) -> dict[ReplayJob, Tensor]:
         """Final hidden states [T, H] at the positions predicting each job's response tokens.
 
@@ -257,7 +257,7 @@ class ReplayEngine:
                 out[job] = hidden[i, first:first + len(job.response)].clone()
 
     # -- statistics --------------------------------------------------------------------------------
-    @torch.no_grad()
+    @torch.inference_mode()
     def js(self, hidden_a: Tensor, hidden_b: Tensor) -> Tensor:
         """q_t = sqrt(JS(p_a,t || p_b,t) / ln 2) for every position, streamed over chunks. [T] float32."""
         _, head, cap = decoder_and_head(self.model)
@@ -268,7 +268,7 @@ class ReplayEngine:
             parts.append(js_distance(la, lb, chunk_size=JS_ROWS))
         return torch.cat(parts) if parts else torch.zeros(0)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def js_many(self, hidden_a: Tensor, others: Sequence[Tensor], logits_a: Tensor | None = None) -> list[Tensor]:
         """:meth:`js` of ``hidden_a`` against each of ``others``; the logits and log-probabilities
         of ``hidden_a`` are made once per chunk and shared (P_all against every P_\\k of a response).
@@ -283,7 +283,7 @@ class ReplayEngine:
                 part.append(ref.distance(head_logits(head, hb[s:e], cap)))
         return [torch.cat(p) if p else torch.zeros(0) for p in parts]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def logprobs(self, hidden: Tensor, tokens: Sequence[int], logits: Tensor | None = None) -> Tensor:
         """log p(y_t | ...) of the given tokens, streamed over chunks. [T] float32. ``logits`` (raw
         head outputs [T, V], e.g. kept from sampling) replaces the head on ``hidden``."""
