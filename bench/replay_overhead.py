@@ -1,7 +1,8 @@
 """How much longer an MRTPO step takes than a GDPO step, on one fixed batch, in one process.
 
     .venv/bin/python bench/replay_overhead.py [--model smollm2-135m] [--task ifollow]
-        [--prompts 2] [--group 8] [--max-new-tokens 96] [--shares 0.2 1.0] [--repeats 1]
+        [--prompts 2] [--group 8] [--max-new-tokens 96] [--shares 0.2 1.0] [--repeats 3]
+        [--selection blocks|pairs] [--threads 0]
 
 Method. The default main job's batch (ifollow's generated prompts, G responses each, sampled with
 the rollout model in bf16 where native) is fixed. Its generation and scoring times are
@@ -125,8 +126,8 @@ def main() -> None:
                     help="replayed pairs as whole (group, reward) blocks, like training, or scattered single pairs")
     ap.add_argument("--repeats", type=int, default=3, help="timings per measurement (the minimum is kept; the "
                     "GDPO and MRTPO updates are timed alternately so that load changes hit both)")
-    ap.add_argument("--threads", type=int, default=1, help="CPU threads (1: stable timings on a shared machine; "
-                    "0: the backend's policy)")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: the backend's policy, as in the main "
+                    "job: all cores when they are idle, 1 when other work runs; 1: steadier timings on a shared machine)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
