@@ -115,12 +115,6 @@ class JSAgainst:
         return _as_distance(out)
 
 
-def js_distance_many(logits_p: Tensor, others: list[Tensor], chunk_size: int | None = None) -> list[Tensor]:
-    """:func:`js_distance` of ``logits_p`` [n, V] against each of ``others`` (each [n, V])."""
-    ref = JSAgainst(logits_p, chunk_size)
-    return [ref.distance(o) for o in others]
-
-
 def js_distance(logits_p: Tensor, logits_q: Tensor, chunk_size: int | None = None) -> Tensor:
     """q = sqrt(JS(softmax(logits_p) || softmax(logits_q)) / ln 2) over the last (vocabulary) dim.
 

@@ -173,7 +173,7 @@ class ReplayEngine:
         if not self.share_prefix or prefix_len == 0:
             self._full_rows(decoder, unique, out)
             return out
-        prefix_cache = self._encode(decoder, None, 0, contexts[0][:prefix_len])
+        prefix_cache = self._encode_prefix(decoder, contexts[0][:prefix_len])
         contexts.sort(key=len)  # similar lengths share a batch (less padding)
         for start in range(0, len(contexts), self.batch_size):
             chunk = contexts[start:start + self.batch_size]
@@ -229,17 +229,11 @@ class ReplayEngine:
         for i, (_, job) in enumerate(rows):
             out[job] = hidden[i, :len(job.response)].clone()
 
-    def _encode(self, decoder: Any, cache: Any, cache_len: int, tokens: Sequence[int]) -> Any:
-        """The KV cache after ``tokens`` (batch of one), continuing ``cache`` (not modified)."""
-        if not tokens:
-            return copy.deepcopy(cache) if cache is not None else None
-        ids = torch.tensor([list(tokens)], device=self.device)
-        kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": True}
-        if cache is not None:
-            kwargs[_cache_kwarg(decoder)] = copy.deepcopy(cache)
-            kwargs["position_ids"] = torch.arange(cache_len, cache_len + len(tokens), device=self.device)[None]
+    def _encode_prefix(self, decoder: Any, tokens: Sequence[int]) -> Any:
+        """The KV cache after ``tokens`` (batch of one)."""
         self.forward_tokens += len(tokens)
-        return _returned_cache(decoder(**kwargs))
+        ids = torch.tensor([list(tokens)], device=self.device)
+        return _returned_cache(decoder(input_ids=ids, use_cache=True))
 
     def _full_rows(self, decoder: Any, jobs: Sequence[ReplayJob], out: dict[ReplayJob, Tensor]) -> None:
         """Run context + response of each job, right-padded (causal attention never looks at

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from algorithms.relevance import (
+    JSAgainst,
     JSStream,
     default_chunk_size,
     js_distance,
@@ -53,6 +54,32 @@ def test_identical_is_exactly_zero_and_disjoint_is_one() -> None:
     assert torch.allclose(js_distance(a, b), torch.ones(4))
     a2, b2 = a.clamp_min(-1e4), b.clamp_min(-1e4)  # finite but far apart
     assert torch.allclose(js_distance(a2, b2), torch.ones(4))
+
+
+def test_nearby_distributions_keep_relative_accuracy() -> None:
+    """Logits 1e-3 apart: JS is ~1e-7 nats, so cancellation would show; float64 is the reference."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(8, 4096, generator=gen, dtype=torch.float64) * 3
+    b = a + 1e-3 * torch.randn(8, 4096, generator=gen, dtype=torch.float64)
+    la, lb = torch.log_softmax(a, -1), torch.log_softmax(b, -1)
+    m = torch.logaddexp(la, lb) - math.log(2)
+    js = 0.5 * ((la.exp() * (la - m)).sum(-1) + (lb.exp() * (lb - m)).sum(-1))
+    exact_q = (js / math.log(2)).sqrt()
+    rel = ((js_distance(a.float(), b.float()).double() - exact_q) / exact_q).abs().max().item()
+    print(f"max relative error of q: {rel:.1e}")
+    assert 0 < exact_q.min() and rel < 1e-3, rel
+
+
+def test_one_reference_against_several_equals_pairwise() -> None:
+    gen = torch.Generator().manual_seed(1)
+    base = torch.randn(37, 500, generator=gen) * 4
+    others = [base + torch.randn(37, 500, generator=gen) * s for s in (0.0, 0.1, 3.0)]
+    shared = JSAgainst(base.bfloat16(), chunk_size=8)
+    for o in others:
+        assert torch.equal(shared.distance(o.bfloat16()), js_distance(base.bfloat16(), o.bfloat16(), chunk_size=8))
+    assert torch.all(shared.distance(base.bfloat16()) == 0)
+    with pytest.raises(ValueError, match="shapes differ"):
+        shared.distance(base[:5])
 
 
 @settings(max_examples=60, deadline=None)

@@ -108,15 +108,16 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
             kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k or 0)
         norm = final_norm(model) if hidden_out is not None else None
         caught: list[torch.Tensor] = []
-        logits = _StepBuffer(len(chunk), max_new_tokens)
+        logits = _StepBuffer(len(chunk), max_new_tokens) if logits_out is not None else None
         hooks = []
         if norm is not None:
             hooks.append(norm.register_forward_hook(
                 lambda m, i, o, sink=caught: sink.append(o[:, -1].detach().clone())))
-        if logits_out is not None:
+        if logits is not None:
             from harness.replay import decoder_and_head
 
-            hooks.append(decoder_and_head(model)[1].register_forward_hook(lambda m, i, o: logits.add(o[:, -1])))
+            hooks.append(decoder_and_head(model)[1].register_forward_hook(
+                lambda m, i, o, sink=logits: sink.add(o[:, -1])))
         try:
             seqs = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
         finally:
@@ -128,7 +129,7 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
             out.append((resp, truncated))
             if steps is not None and hidden_out is not None and steps.shape[1] >= len(resp):
                 hidden_out.append(steps[i, :len(resp)].clone())
-            if logits_out is not None and logits.steps >= len(resp):
+            if logits is not None and logits_out is not None and logits.steps >= len(resp):
                 logits_out.append(logits.buffer[i, :len(resp)])  # type: ignore[index]
     return out
 
