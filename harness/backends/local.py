@@ -8,7 +8,7 @@ One training step (0-based ``n``; metrics rows use ``step = n + 1``):
    or with vLLM (:mod:`harness.backends.vllm_rollout`, synced after every update), keeping the sampled ids; the torch RNG is seeded with ``seed * 1_000_003 + n`` at the start
    of every step, so an interrupted and resumed run reproduces an uninterrupted one;
 3. score every response with the task's verifiers -> rewards[B, K] (NaN-padded where K varies);
-4. replay what the algorithm asks (:mod:`harness.replay`) with the rollout model (= theta_old);
+4. replay what the algorithm asks (:mod:`harness.replay_builders`) with the rollout model (= theta_old);
    when MRTPO's P_all (or CoRT's x+) is the sampling prompt, the hidden states recorded during
    sampling serve as that pass (``Rollout.hidden``), so only the P_\\k contexts are replayed;
 5. token advantages from the algorithm; 6. the update (:mod:`harness.backends.loss`): float32
@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.attention import use_for_rollout
 from harness.backends import checkpoint
 from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
 from harness.backends.rollout import Rollout, batch_tensors, greedy_texts, rollouts_for
@@ -41,7 +42,8 @@ from harness.backends.step_metrics import run_summary, sample_rows, step_row
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
 from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
-from harness.replay import ReplayEngine, ReplayResult, decoder_and_head, head_logits, replay_for
+from harness.replay import ReplayEngine, decoder_and_head, head_logits
+from harness.replay_builders import ReplayResult, replay_for
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -148,12 +150,16 @@ class LocalBackend:
         self._ref = None
         if self._needs_reference():  # the initial weights, copied before any update or resume
             self._ref = "adapter-disabled" if m.lora else copy.deepcopy(policy).eval().requires_grad_(False)
+        attention = self.cfg.backend.rollout_attention
         if self.rollout_dtype == self.train_dtype:
-            self.rollout_model = policy  # one copy serves both
+            self.rollout_model = policy  # one copy serves both; "auto" leaves the training attention alone
+            if attention != "auto":
+                use_for_rollout(policy, attention)
         else:
             self.rollout_model = copy.deepcopy(policy).to(self.rollout_dtype).eval()
             for p in self.rollout_model.parameters():
                 p.requires_grad_(False)
+            use_for_rollout(self.rollout_model, attention)
 
     def _sync_rollout(self) -> None:
         if self.rollout_model is not self.policy:
@@ -187,6 +193,7 @@ class LocalBackend:
             loaded = load_model(m.name, dtype=self.rollout_dtype, device=self.device, cache_dir=m.cache_dir)
             self.tokenizer, self.rollout_model = loaded.tokenizer, loaded.model
             self.eos = eos_ids(self.tokenizer, loaded.model)
+            use_for_rollout(self.rollout_model, self.cfg.backend.rollout_attention)
         self.rollout_model.eval()
         return greedy_texts(self.rollout_model, self.tokenizer, messages_list, self.eos, max_new_tokens)
 

@@ -1,0 +1,135 @@
+"""Grouped-query matmul attention: equal to sdpa, and the replay under it equal to brute force."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from harness.attention import NAME, SUPPORTED_MODEL_TYPES, grouped_matmul_attention, use_for_rollout
+from harness.backends.rollout import sample
+from harness.models import chat_prompt_ids, load_model
+from harness.replay import ReplayEngine, ReplayJob, full_logits_js
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny-random", dtype="float32")
+
+
+def _reference(q, k, v, allowed):
+    group = q.shape[1] // k.shape[1]
+    out = F.scaled_dot_product_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1),
+                                         attn_mask=allowed)
+    return out.transpose(1, 2)
+
+
+@pytest.mark.parametrize("heads,kv_heads,lq,lk,masked", [
+    (6, 2, 5, 5, False),   # prefill, causal mask built inside (mask None)
+    (6, 2, 3, 8, False),   # queries on top of a cache
+    (6, 2, 1, 7, False),   # one decoding step
+    (4, 4, 4, 9, True),    # no grouping, additive mask with left padding
+    (8, 1, 2, 6, True),    # multi-query
+])
+def test_equals_sdpa_in_float64(heads, kv_heads, lq, lk, masked):
+    g = torch.Generator().manual_seed(heads * 100 + lq * 10 + lk)
+    q = torch.randn(2, heads, lq, 16, generator=g, dtype=torch.float64)
+    k = torch.randn(2, kv_heads, lk, 16, generator=g, dtype=torch.float64)
+    v = torch.randn(2, kv_heads, lk, 16, generator=g, dtype=torch.float64)
+    allowed = torch.ones(2, 1, lq, lk, dtype=torch.bool).tril(lk - lq)
+    additive = None
+    if masked:
+        allowed[1, :, :, :2] = False  # the second row is left-padded by two keys
+        additive = torch.zeros(2, 1, lq, lk, dtype=torch.float64).masked_fill(~allowed, torch.finfo(torch.float64).min)
+    out, weights = grouped_matmul_attention(None, q, k, v, additive)
+    assert weights is None and out.shape == (2, lq, heads, 16)
+    assert torch.allclose(out, _reference(q, k, v, allowed), atol=1e-12, rtol=0)
+
+
+def test_bf16_scores_softmax_in_float32():
+    """bf16 inputs: within bf16 rounding of a float64 computation on the same (rounded) inputs."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 9, 40, 64, generator=g).mul(2).bfloat16(), torch.randn(3, 3, 60, 64, generator=g).bfloat16(),
+               torch.randn(3, 3, 60, 64, generator=g).bfloat16())
+    out, _ = grouped_matmul_attention(None, q, k, v, None)
+    assert out.dtype == torch.bfloat16
+    ref = _reference(q.double(), k.double(), v.double(), torch.ones(40, 60, dtype=torch.bool).tril(20))
+    assert float((out.double() - ref).abs().max()) < 0.05
+
+
+def test_model_logits_and_greedy_tokens_match_sdpa(tiny):
+    model = copy.deepcopy(tiny.model).eval()
+    ids = torch.randint(3, 200, (3, 20), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, :5] = 0
+    mask[2, :9] = 0
+    prompts = [chat_prompt_ids(tiny.tokenizer, [{"role": "user", "content": t}]) for t in ("hi", "write a poem now")]
+    eos = [tiny.tokenizer.eos_token_id]
+    with torch.no_grad():
+        use_for_rollout(model, "sdpa")
+        ref = model(input_ids=ids, attention_mask=mask).logits
+        ref_tokens = sample(model, tiny.tokenizer, prompts, eos, max_new_tokens=12, greedy=True)
+        assert use_for_rollout(model, "grouped_matmul") == NAME
+        out = model(input_ids=ids, attention_mask=mask).logits
+        tokens = sample(model, tiny.tokenizer, prompts, eos, max_new_tokens=12, greedy=True)
+    valid = mask.bool()
+    assert float((out - ref)[valid].abs().max()) <= 1e-5 * float(ref[valid].abs().max())
+    assert tokens == ref_tokens
+
+
+def test_replay_under_grouped_matmul_equals_brute_force(tiny):
+    model = copy.deepcopy(tiny.model).eval()
+    base = "Write a poem. Rule A: use commas. Rule B: end with 'bye'."
+    ctxs = [tuple(chat_prompt_ids(tiny.tokenizer, [{"role": "user", "content": t}]))
+            for t in (base, base.replace(" Rule A: use commas.", ""), base.replace(" Rule B: end with 'bye'.", ""))]
+    resps = [tuple(torch.randint(0, 256, (n,), generator=torch.Generator().manual_seed(n)).tolist()) for n in (3, 11, 25)]
+    use_for_rollout(model, "grouped_matmul")
+    engine = ReplayEngine(model, batch_size=4, chunk_size=8)
+    hidden = engine.run([ReplayJob(c, r) for c in ctxs for r in resps])
+    use_for_rollout(model, "sdpa")  # the brute force runs the fused kernel
+    worst = 0.0
+    for r in resps:
+        for c in ctxs[1:]:
+            a, b = ReplayJob(ctxs[0], r), ReplayJob(c, r)
+            worst = max(worst, float((engine.js(hidden[a], hidden[b]) - full_logits_js(model, a, b)).abs().max()))
+    assert worst <= 1e-5
+
+
+def test_choice_table(tiny):
+    model = copy.deepcopy(tiny.model)
+    assert model.config.model_type in SUPPORTED_MODEL_TYPES
+    before = model.config._attn_implementation
+    assert use_for_rollout(model, "default") == before
+    assert use_for_rollout(model, "auto") == NAME  # CPU, supported type
+    assert use_for_rollout(model, "eager") == "eager"
+    model.config.model_type = "gemma2"  # soft-capped attention logits: not supported
+    assert use_for_rollout(model, "auto") == "eager"  # unchanged
+    with pytest.raises(ValueError, match="supports model types"):
+        use_for_rollout(model, "grouped_matmul")
+
+
+@pytest.mark.parametrize("dtype,choice,rollout,policy_kept", [
+    ("bfloat16", "auto", NAME, True),      # a separate CPU rollout copy: grouped matmuls
+    ("bfloat16", "sdpa", "sdpa", True),
+    ("float32", "auto", None, True),       # one copy serves training too: left alone
+    ("float32", "eager", "eager", False),  # asked for explicitly: the shared copy changes
+])
+def test_backend_sets_the_rollout_attention(tmp_path, dtype, choice, rollout, policy_kept):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from toy_task import ToyTask, tiny_config
+
+    from harness.backends.local import LocalBackend
+
+    cfg = tiny_config(str(tmp_path), "mrtpo")
+    cfg.model.dtype, cfg.model.train_dtype, cfg.backend.rollout_attention = dtype, "float32", choice
+    backend = LocalBackend(cfg, task=ToyTask())
+    backend._load_policy()
+    initial = load_model("tiny-random", dtype="float32").model.config._attn_implementation
+    assert backend.rollout_model.config._attn_implementation == (rollout or initial)
+    if policy_kept:
+        assert backend.policy.config._attn_implementation == initial
