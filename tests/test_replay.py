@@ -20,10 +20,9 @@ from harness.replay import (
     common_prefix_length,
     full_context_hidden,
     full_logits_js,
-    leave_one_out,
     length_batches,
-    replay_for,
 )
+from harness.replay_builders import leave_one_out, replay_for
 from tasks.base import Verdict
 
 
@@ -224,9 +223,11 @@ def test_sampling_hidden_states_stand_in_for_p_all(tiny, keep_logits):
 
     task, tok = _RulesInPrompt(), tiny.tokenizer
     torch.manual_seed(3)
+    cost: dict[str, float] = {}
     rollouts = rollouts_for(tiny.model, tok, task.load()[:2], 4, [tok.eos_token_id],
                             SamplingConfig(max_new_tokens=10), keep_hidden=True,
-                            logits_budget=(1 << 30) if keep_logits else 0)
+                            logits_budget=(1 << 30) if keep_logits else 0, keep_cost=cost)
+    assert cost["seconds"] > 0  # the time spent keeping is measured
     head = tiny.model.get_output_embeddings()
     for r in rollouts:
         r.verdicts = task.score(r.example, r.text)

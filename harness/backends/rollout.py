@@ -12,6 +12,7 @@ Prompts are left-padded into one batch; each prompt is repeated G times consecut
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,7 +82,8 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
            max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int | None = None,
            greedy: bool = False, batch_size: int | None = None,
            hidden_out: list[torch.Tensor] | None = None,
-           logits_out: list[torch.Tensor] | None = None) -> list[tuple[list[int], bool]]:
+           logits_out: list[torch.Tensor] | None = None,
+           keep_cost: dict[str, float] | None = None) -> list[tuple[list[int], bool]]:
     """Generate one response per prompt; returns (response ids, truncated) per prompt, in order.
 
     ``top_k=None`` disables top-k (transformers would otherwise apply its default of 50);
@@ -91,7 +93,9 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
     decoding step), so that the replay need not recompute P_all when it is the sampling prompt.
     Nothing is appended when the model has no final-norm module. With ``logits_out``, a hook on
     the LM head likewise records the logits [T, V] of each response (model dtype; one buffer per
-    ``generate`` call, each response's entry a view of it).
+    ``generate`` call, each response's entry a view of it). ``keep_cost["seconds"]`` (when given)
+    accumulates the time spent keeping them: inside the hooks and slicing the results (the direct
+    cost of keeping, which a benchmark can charge without the noise of timing two whole samplings).
     """
     device = next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
@@ -109,20 +113,22 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
         norm = final_norm(model) if hidden_out is not None else None
         caught: list[torch.Tensor] = []
         logits = _StepBuffer(len(chunk), max_new_tokens) if logits_out is not None else None
+        clock = _Clock(keep_cost)
         hooks = []
         if norm is not None:
             hooks.append(norm.register_forward_hook(
-                lambda m, i, o, sink=caught: sink.append(o[:, -1].detach().clone())))
+                clock.timed(lambda m, i, o, sink=caught: sink.append(o[:, -1].detach().clone()))))
         if logits is not None:
             from harness.replay import decoder_and_head
 
             hooks.append(decoder_and_head(model)[1].register_forward_hook(
-                lambda m, i, o, sink=logits: sink.add(o[:, -1])))
+                clock.timed(lambda m, i, o, sink=logits: sink.add(o[:, -1]))))
         try:
             seqs = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
         finally:
             for hook in hooks:
                 hook.remove()
+        clock.start()
         steps = torch.stack(caught, 1) if caught else None
         for i, row in enumerate(seqs[:, ids.shape[1]:].tolist()):
             resp, truncated = cut_at_eos(row, eos)
@@ -131,7 +137,36 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
                 hidden_out.append(steps[i, :len(resp)].clone())
             if logits is not None and logits_out is not None and logits.steps >= len(resp):
                 logits_out.append(logits.buffer[i, :len(resp)])  # type: ignore[index]
+        clock.stop()
     return out
+
+
+class _Clock:
+    """Accumulates wall time into ``sink["seconds"]`` (does nothing without a sink)."""
+
+    def __init__(self, sink: dict[str, float] | None):
+        self.sink, self.t0 = sink, 0.0
+        if sink is not None:
+            sink.setdefault("seconds", 0.0)
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def stop(self) -> None:
+        if self.sink is not None:
+            self.sink["seconds"] += time.perf_counter() - self.t0
+
+    def timed(self, hook: Any) -> Any:
+        if self.sink is None:
+            return hook
+
+        def run(*args: Any) -> Any:
+            self.start()
+            try:
+                return hook(*args)
+            finally:
+                self.stop()
+        return run
 
 
 class _StepBuffer:
@@ -159,12 +194,14 @@ def sampling_logits_bytes(model: Any, sequences: int, max_new_tokens: int) -> in
 
 def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_size: int, eos: Sequence[int],
                  sampling: Any, max_prompt_tokens: int | None = None, keep_hidden: bool = False,
-                 generator: Any = None, seed: int | None = None, logits_budget: int = 0) -> list[Rollout]:
+                 generator: Any = None, seed: int | None = None, logits_budget: int = 0,
+                 keep_cost: dict[str, float] | None = None) -> list[Rollout]:
     """G sampled responses for each example (``sampling`` is a :class:`harness.config.SamplingConfig`);
     ``keep_hidden`` stores each response's sampling-time hidden states in ``Rollout.hidden``, and
     also its sampling logits in ``Rollout.logits`` when they take at most ``logits_budget`` bytes.
     With ``generator`` (a :class:`harness.backends.vllm_rollout.VLLMGenerator`) it samples instead
-    of ``model.generate``, seeded with ``seed``; it records no hidden states (the replay recomputes P_all)."""
+    of ``model.generate``, seeded with ``seed``; it records no hidden states (the replay recomputes P_all).
+    ``keep_cost``: see :func:`sample`."""
     prompts = []
     for ex in examples:
         ids = chat_prompt_ids(tokenizer, ex.messages)
@@ -183,7 +220,7 @@ def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_
         expanded = [p for p in prompts for _ in range(group_size)]
         samples = sample(model, tokenizer, expanded, eos, max_new_tokens=sampling.max_new_tokens,
                          temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                         hidden_out=hidden, logits_out=logits, batch_size=GENERATE_BATCH)
+                         hidden_out=hidden, logits_out=logits, batch_size=GENERATE_BATCH, keep_cost=keep_cost)
     if hidden is not None and len(hidden) != len(samples):
         hidden = None  # the model exposed no final norm: the replay recomputes P_all
     if hidden is None or (logits is not None and len(logits) != len(samples)):
