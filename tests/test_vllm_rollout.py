@@ -282,7 +282,7 @@ def test_local_backend_trains_with_vllm_rollouts_and_syncs_after_each_update(wit
         backend = LocalBackend(cfg, task=ToyTask())
     assert backend.generator_name == "vllm"
     hidden_seen = []
-    from harness import replay
+    from harness import replay_builders as replay
     real_known = replay._sampling_pass
 
     def spy_known(rollouts, pairs):

@@ -21,7 +21,7 @@ Sampling decisions:
   appended so the ids match what transformers would return.
 
 vLLM does not expose its final hidden states, so rollouts made here carry ``hidden=None`` and the
-replay recomputes P_all (see ``_sampling_pass`` in :mod:`harness.replay`).
+replay recomputes P_all (see ``_sampling_pass`` in :mod:`harness.replay_builders`).
 
 Weight sync: after every optimiser step :meth:`VLLMGenerator.sync` pushes the policy's state dict
 (cast to the rollout dtype) into the engine's model with its ``load_weights``, reached either

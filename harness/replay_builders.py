@@ -1,0 +1,250 @@
+"""What each algorithm asks the replay engine for, built through the task: MRTPO's leave-one-out
+contexts (Eq. 4-5), the joint ablation, CoRT's with/without-rubric log-probabilities and OPSD's
+teacher hidden states. Each builder turns a scored batch into replay jobs
+(:class:`harness.replay.ReplayJob`), runs them on a :class:`harness.replay.ReplayEngine` and
+returns a :class:`ReplayResult` whose tensors go into :class:`algorithms.RolloutBatch`.
+
+P_all and the old-policy pass. P_all is replayed once per response and its logits are made once
+per chunk for all of the response's rewards (:meth:`ReplayEngine.js_many`). When P_all is the
+sampling prompt itself (ifollow; CoRT's x+ always), the old policy's pass over the sampled
+sequence already happened during sampling: the rollout records the final hidden states that
+produced each sampled token (a hook on the final norm, see :mod:`harness.backends.rollout`) and
+the builders below use them instead of replaying P_all (tested equal to the replay, float32).
+Where they fit the memory budget (``backend.sampling_logits_mb``), the sampling logits are kept
+too, and the LM head is not applied to P_all again. With one optimiser update per step the
+ratio's old log-probabilities are the detached current ones, so the trainer needs no separate
+old-log-prob pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from harness.replay import ReplayEngine, ReplayJob
+
+#: sequences per replay wave, in engine batches (see :func:`leave_one_out`)
+WAVE_BATCHES = 4
+
+
+@dataclass
+class ReplayResult:
+    """Statistics for a :class:`algorithms.RolloutBatch` plus cost counters.
+
+    ``pairs_replayed`` / ``pairs_total``: (response, reward) pairs replayed / with a non-NaN reward.
+    ``teacher_hidden``: OPSD's teacher hidden states [T_j, H] per response (logits are made from
+    them a micro-batch at a time during the update).
+    """
+
+    relevance: Tensor | None = None
+    joint_relevance: Tensor | None = None
+    logprob_delta: Tensor | None = None
+    teacher_hidden: list[Tensor] | None = None
+    pairs_replayed: int = 0
+    pairs_total: int = 0
+    sequences: int = 0
+    sampling_hidden_used: int = 0  # P_all / x+ passes taken from the sampling pass
+
+
+class _Tokens:
+    """Chat-template token ids of message lists, memoised within one step."""
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self.memo: dict[str, tuple[int, ...]] = {}
+
+    def __call__(self, messages: list[dict[str, str]]) -> tuple[int, ...]:
+        import json
+
+        from harness.models import chat_prompt_ids
+
+        key = json.dumps(messages, sort_keys=True)
+        if key not in self.memo:
+            self.memo[key] = tuple(chat_prompt_ids(self.tokenizer, messages))
+        return self.memo[key]
+
+
+def _sampling_pass(rollouts: Sequence[Any], pairs: Sequence[tuple[int, ReplayJob]]
+                   ) -> tuple[dict[ReplayJob, Tensor], dict[ReplayJob, Tensor]]:
+    """Hidden states and, where kept, logits recorded while sampling, for the jobs whose context is
+    the sampling prompt itself (ifollow's P_all, CoRT's x+): that pass already ran, so the replay
+    skips it (and, with the logits, skips the LM head too)."""
+    hidden_out, logits_out = {}, {}
+    for j, job in pairs:
+        r = rollouts[j]
+        hidden = getattr(r, "hidden", None)
+        if hidden is not None and job.context == tuple(r.prompt_ids) and hidden.shape[0] == len(job.response):
+            hidden_out[job] = hidden
+            logits = getattr(r, "logits", None)
+            if logits is not None and logits.shape[0] == len(job.response):
+                logits_out[job] = logits
+    return hidden_out, logits_out
+
+
+def _groups(rollouts: Sequence[Any]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for i, r in enumerate(rollouts):
+        out.setdefault(r.group, []).append(i)
+    return out
+
+
+def leave_one_out(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
+                  group_ids: Tensor, T: int, pairs: Tensor | None = None) -> ReplayResult:
+    """MRTPO (Eq. 4-5): relevance[B,K,T], NaN except for the replayed (response, reward) pairs.
+
+    A pair is replayed when its reward varies within the group (others have zero advantage) and
+    the task builds a P_\\k for it (the default task hook skips rewards whose verdict has no block).
+    P_all is replayed once per response and shared by its rewards. ``pairs`` (bool[B, K]) overrides
+    the selection (the overhead benchmark uses it to control the replayed share). Groups are
+    replayed in waves of about ``WAVE_BATCHES`` batches of sequences (one engine run each), which
+    keeps batches full across small groups and bounds the hidden states held at once.
+    """
+    from algorithms.base import rewards_varying_in_group
+
+    B, K = rewards.shape
+    rel = torch.full((B, K, T), float("nan"))
+    varying = rewards_varying_in_group(rewards, group_ids) if pairs is None else pairs
+    tokens = _Tokens(tokenizer)
+    res = ReplayResult(relevance=rel, pairs_total=int((~torch.isnan(rewards)).sum()))
+    plan: list[tuple[int, ReplayJob, dict[int, ReplayJob]]] = []
+    for members in _groups(rollouts).values():
+        for j in members:
+            ks = [k for k in range(K) if bool(varying[j, k])]
+            r = rollouts[j]
+            if not ks or not r.response_ids:
+                continue
+            ctx = task.replay_contexts(r.example, r.verdicts, ks)
+            if not ctx.without:
+                continue
+            resp = tuple(r.response_ids)
+            plan.append((j, ReplayJob(tokens(ctx.all), resp),
+                         {k: ReplayJob(tokens(m), resp) for k, m in ctx.without.items()}))
+        if sum(1 + len(w) for _, _, w in plan) >= WAVE_BATCHES * engine.batch_size:
+            _leave_one_out_wave(engine, rollouts, plan, rel, res)
+            plan = []
+    _leave_one_out_wave(engine, rollouts, plan, rel, res)
+    return res
+
+
+def _leave_one_out_wave(engine: ReplayEngine, rollouts: Sequence[Any],
+                        plan: list[tuple[int, ReplayJob, dict[int, ReplayJob]]], rel: Tensor,
+                        res: ReplayResult) -> None:
+    """Replay one wave of groups together (their contexts and rows share batches) and fill in the
+    relevance of its pairs."""
+    if not plan:
+        return
+    known, logits = _sampling_pass(rollouts, [(j, a) for j, a, _ in plan])
+    jobs = [job for _, a, w in plan for job in (a, *w.values()) if job not in known]
+    hidden = {**known, **engine.run(jobs)}
+    res.sequences += len(set(jobs))
+    res.sampling_hidden_used += len(known)
+    for j, a, without in plan:
+        n = len(a.response)
+        ks = list(without)
+        for k, q in zip(ks, engine.js_many(hidden[a], [hidden[without[k]] for k in ks], logits.get(a))):
+            rel[j, k, :n] = q.cpu()
+            res.pairs_replayed += 1
+
+
+def joint(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
+          group_ids: Tensor, T: int) -> ReplayResult:
+    """mrtpo-joint: joint_relevance[B,T] = JS between P_0 + every block and P_0, for responses of groups
+    where some reward varies; the pairs counted as replayed are all varying pairs of those responses."""
+    from algorithms.base import rewards_varying_in_group
+
+    B, _K = rewards.shape
+    out = torch.full((B, T), float("nan"))
+    varying = rewards_varying_in_group(rewards, group_ids)
+    tokens = _Tokens(tokenizer)
+    res = ReplayResult(joint_relevance=out, pairs_total=int((~torch.isnan(rewards)).sum()))
+    for members in _groups(rollouts).values():
+        plan = []
+        for j in members:
+            r = rollouts[j]
+            if not bool(varying[j].any()) or not r.response_ids:
+                continue
+            with_blocks, plain = task.joint_context(r.example, r.verdicts)
+            a, b = tokens(with_blocks), tokens(plain)
+            if a == b:
+                continue
+            resp = tuple(r.response_ids)
+            plan.append((j, ReplayJob(a, resp), ReplayJob(b, resp)))
+        hidden = engine.run([job for _, a, b in plan for job in (a, b)])
+        res.sequences += len(hidden)
+        for j, a, b in plan:
+            out[j, :len(a.response)] = engine.js(hidden[a], hidden[b]).cpu()
+            res.pairs_replayed += int(varying[j].sum())
+    return res
+
+
+def rubric(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
+           group_ids: Tensor, T: int) -> ReplayResult:
+    """CoRT: logprob_delta[B,T] = log pi(y_t | x+) - log pi(y_t | x-), x+ the sampling prompt and x-
+    ``task.without_rubric``; only for groups where some reward varies (elsewhere the advantage is 0)."""
+    from algorithms.base import rewards_varying_in_group
+
+    B, _K = rewards.shape
+    out = torch.full((B, T), float("nan"))
+    varying = rewards_varying_in_group(rewards, group_ids)
+    tokens = _Tokens(tokenizer)
+    res = ReplayResult(logprob_delta=out, pairs_total=int((~torch.isnan(rewards)).sum()))
+    for members in _groups(rollouts).values():
+        plan = []
+        for j in members:
+            r = rollouts[j]
+            if not bool(varying[j].any()) or not r.response_ids:
+                continue
+            resp = tuple(r.response_ids)
+            plan.append((j, ReplayJob(tuple(r.prompt_ids), resp),
+                         ReplayJob(tokens(task.without_rubric(r.example)), resp)))
+        known, logits = _sampling_pass(rollouts, [(j, a) for j, a, _ in plan])
+        jobs = [job for _, a, b in plan for job in (a, b) if job not in known]
+        hidden = {**known, **engine.run(jobs)}
+        res.sequences += len(set(jobs))
+        res.sampling_hidden_used += len(known)
+        for j, a, b in plan:
+            delta = (engine.logprobs(hidden[a], a.response, logits.get(a))
+                     - engine.logprobs(hidden[b], b.response))
+            out[j, :len(a.response)] = delta.cpu()
+            res.pairs_replayed += int(varying[j].sum())
+    return res
+
+
+def teacher(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
+            group_ids: Tensor, T: int) -> ReplayResult:
+    """OPSD: the teacher's (``engine`` runs the initial model) hidden states on the student's tokens
+    under ``task.teacher_messages``, for every response."""
+    tokens = _Tokens(tokenizer)
+    res = ReplayResult(teacher_hidden=[], pairs_total=int((~torch.isnan(rewards)).sum()))
+    jobs: list[ReplayJob | None] = []
+    for r in rollouts:
+        jobs.append(ReplayJob(tokens(task.teacher_messages(r.example)), tuple(r.response_ids))
+                    if r.response_ids else None)
+    for members in _groups(rollouts).values():
+        engine_jobs = [jobs[j] for j in members if jobs[j] is not None]
+        hidden = engine.run(engine_jobs)  # type: ignore[arg-type]
+        res.sequences += len(hidden)
+        for j in members:
+            job = jobs[j]
+            res.teacher_hidden.append(hidden[job] if job is not None else torch.zeros(0))  # type: ignore[union-attr]
+    # members of _groups are visited in rollout order (groups are consecutive), so the list is aligned
+    res.pairs_replayed = res.pairs_total
+    return res
+
+
+BUILDERS = {"leave_one_out": leave_one_out, "joint": joint, "rubric": rubric, "teacher": teacher}
+
+
+def replay_for(request: str, engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[Any],
+               rewards: Tensor, group_ids: Tensor, T: int) -> ReplayResult:
+    """Dispatch on the algorithm's ``replay_request`` value ("none" gives an empty result)."""
+    request = getattr(request, "value", request)
+    if request == "none":
+        return ReplayResult(pairs_total=int((~torch.isnan(rewards)).sum()))
+    if request not in BUILDERS:
+        raise ValueError(f"unknown replay request {request!r}; known: none, {', '.join(BUILDERS)}")
+    return BUILDERS[request](engine, task, tokenizer, rollouts, rewards, group_ids, T)
