@@ -38,6 +38,7 @@ from torch import Tensor
 
 from algorithms.relevance import JSAgainst, js_distance, token_logprobs
 
+
 def length_batches(items: Sequence[Any], length: Any, size: int) -> list[list[Any]]:
     """Items in batches of at most ``size``, longest first; a batch also ends before an item less
     than half as long as the batch's first, so that short rows are not padded to long ones."""

@@ -92,6 +92,24 @@ def _groups(rollouts: Sequence[Any]) -> dict[int, list[int]]:
     return out
 
 
+def _per_response(tokenizer: Any, rewards: Tensor, group_ids: Tensor, T: int
+                  ) -> tuple[Tensor, Tensor, _Tokens, int]:
+    """For builders with one statistic per response: the NaN-filled [B, T] output, which rewards
+    vary in their group, a token memo and the number of (response, reward) pairs."""
+    from algorithms.base import rewards_varying_in_group
+
+    out = torch.full((rewards.shape[0], T), float("nan"))
+    return out, rewards_varying_in_group(rewards, group_ids), _Tokens(tokenizer), int((~torch.isnan(rewards)).sum())
+
+
+def _varying_responses(rollouts: Sequence[Any], members: Sequence[int], varying: Tensor):
+    """(index, rollout) of a group's non-empty responses with some reward varying in the group
+    (elsewhere every advantage is 0 and nothing needs replaying)."""
+    for j in members:
+        if bool(varying[j].any()) and rollouts[j].response_ids:
+            yield j, rollouts[j]
+
+
 def leave_one_out(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
                   group_ids: Tensor, T: int, pairs: Tensor | None = None) -> ReplayResult:
     """MRTPO (Eq. 4-5): relevance[B,K,T], NaN except for the replayed (response, reward) pairs.
@@ -154,19 +172,11 @@ def joint(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[An
           group_ids: Tensor, T: int) -> ReplayResult:
     """mrtpo-joint: joint_relevance[B,T] = JS between P_0 + every block and P_0, for responses of groups
     where some reward varies; the pairs counted as replayed are all varying pairs of those responses."""
-    from algorithms.base import rewards_varying_in_group
-
-    B, _K = rewards.shape
-    out = torch.full((B, T), float("nan"))
-    varying = rewards_varying_in_group(rewards, group_ids)
-    tokens = _Tokens(tokenizer)
-    res = ReplayResult(joint_relevance=out, pairs_total=int((~torch.isnan(rewards)).sum()))
+    out, varying, tokens, total = _per_response(tokenizer, rewards, group_ids, T)
+    res = ReplayResult(joint_relevance=out, pairs_total=total)
     for members in _groups(rollouts).values():
         plan = []
-        for j in members:
-            r = rollouts[j]
-            if not bool(varying[j].any()) or not r.response_ids:
-                continue
+        for j, r in _varying_responses(rollouts, members, varying):
             with_blocks, plain = task.joint_context(r.example, r.verdicts)
             a, b = tokens(with_blocks), tokens(plain)
             if a == b:
@@ -185,19 +195,11 @@ def rubric(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[A
            group_ids: Tensor, T: int) -> ReplayResult:
     """CoRT: logprob_delta[B,T] = log pi(y_t | x+) - log pi(y_t | x-), x+ the sampling prompt and x-
     ``task.without_rubric``; only for groups where some reward varies (elsewhere the advantage is 0)."""
-    from algorithms.base import rewards_varying_in_group
-
-    B, _K = rewards.shape
-    out = torch.full((B, T), float("nan"))
-    varying = rewards_varying_in_group(rewards, group_ids)
-    tokens = _Tokens(tokenizer)
-    res = ReplayResult(logprob_delta=out, pairs_total=int((~torch.isnan(rewards)).sum()))
+    out, varying, tokens, total = _per_response(tokenizer, rewards, group_ids, T)
+    res = ReplayResult(logprob_delta=out, pairs_total=total)
     for members in _groups(rollouts).values():
         plan = []
-        for j in members:
-            r = rollouts[j]
-            if not bool(varying[j].any()) or not r.response_ids:
-                continue
+        for j, r in _varying_responses(rollouts, members, varying):
             resp = tuple(r.response_ids)
             plan.append((j, ReplayJob(tuple(r.prompt_ids), resp),
                          ReplayJob(tokens(task.without_rubric(r.example)), resp)))
