@@ -46,6 +46,9 @@ def floor_and_signal(backend: LocalBackend, seed: int) -> tuple[float, float, fl
     batched = engine.run(jobs)
     alone, together = [], []
     for r, job in zip([r for r in rollouts if r.response_ids], jobs):
+        if r.logits is None:
+            raise RuntimeError("the sampling logits were not kept (the model exposes no final norm); "
+                               "there is no sampling pass to compare the replay with")
         single = engine.run([job])[job]
         alone.append(engine.js_many(single, [single], r.logits)[0])
         together.append(engine.js_many(batched[job], [batched[job]], r.logits)[0])

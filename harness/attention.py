@@ -37,18 +37,22 @@ SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3", "smollm
 
 def grouped_matmul_attention(module: Any, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
                              scaling: float | None = None, dropout: float = 0.0, **kwargs: Any) -> tuple[Tensor, None]:
-    """query [B, H, Lq, D], key/value [B, Hkv, Lk, D], additive mask [B, 1, Lq, Lk] (or None: causal
-    over the last Lq keys) -> (output [B, Lq, H, D], None), the layout transformers' modules expect."""
+    """query [B, H, Lq, D], key/value [B, Hkv, Lk, D], mask [B, 1, Lq, Lk] additive or boolean (True:
+    attend), or None (causal over the last Lq keys) -> (output [B, Lq, H, D], None), the layout transformers' modules expect."""
     b, heads, lq, d = query.shape
     kv_heads, lk = key.shape[1], key.shape[2]
     if heads % kv_heads:
         raise ValueError(f"{heads} query heads do not group over {kv_heads} key/value heads")
     group = heads // kv_heads
     scale = d ** -0.5 if scaling is None else scaling
-    # head h reads key/value head h // group, so [B, H, Lq, D] -> [B, Hkv, group * Lq, D] is a view
+    # head h reads key/value head h // group, so the query heads of a key/value head fold into its
+    # query axis: [B, H, Lq, D] -> [B, Hkv, group * Lq, D] (a copy after rotary embeddings, a view
+    # when decoding); keys and values are read as they are
     scores = torch.matmul(query.reshape(b, kv_heads, group * lq, d), key.transpose(2, 3))
     scores = scores.view(b, kv_heads, group, lq, lk).to(torch.promote_types(scores.dtype, torch.float32)).mul_(scale)
-    if attention_mask is not None:
+    if attention_mask is not None and attention_mask.dtype == torch.bool:  # True = attend
+        scores.masked_fill_(~attention_mask[:, :, None, :, :lk], float("-inf"))
+    elif attention_mask is not None:
         scores.add_(attention_mask[:, :, None, :, :lk])
     elif lq > 1:
         future = torch.ones(lq, lk, dtype=torch.bool, device=query.device).triu_(lk - lq + 1)

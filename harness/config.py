@@ -67,8 +67,9 @@ class BackendConfig:
     replay_chunk_size: int = 128  # positions per LM-head / Jensen-Shannon chunk (bounds [chunk, V] logits)
     share_prefix: bool = True  # reuse the KV cache of the shared prompt prefix during replay
     sampling_logits_mb: int = 512  # keep the sampling logits for the replay's P_all when they fit (0: never)
-    # attention of the sampling/replay copy: auto (grouped matmuls on CPU, see harness/attention.py),
-    # grouped_matmul, default (the model's own), or a transformers implementation name (sdpa, eager)
+    # attention of the sampling/replay copy: auto (grouped matmuls for a separate CPU rollout copy, see
+    # harness/attention.py; a copy shared with training, i.e. model.dtype == model.train_dtype, is left
+    # alone), grouped_matmul, default (the model's own), or a transformers implementation name (sdpa, eager)
     rollout_attention: str = "auto"
     threads: int = 0  # CPU intra-op threads; 0 = auto (1 when the CPUs are already busy, else torch's default)
 

@@ -48,15 +48,33 @@ def test_equals_sdpa_in_float64(heads, kv_heads, lq, lk, masked):
     assert torch.allclose(out, _reference(q, k, v, allowed), atol=1e-12, rtol=0)
 
 
-def test_bf16_scores_softmax_in_float32():
-    """bf16 inputs: within bf16 rounding of a float64 computation on the same (rounded) inputs."""
+def test_bf16_matches_transformers_eager_path():
+    """bf16 inputs: the same numbers as transformers' eager attention (bf16 scores, float32 softmax,
+    copied KV heads) to within one bf16 rounding of the output, and within bf16 rounding of float64."""
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(3, 9, 40, 64, generator=g).mul(2).bfloat16(), torch.randn(3, 3, 60, 64, generator=g).bfloat16(),
                torch.randn(3, 3, 60, 64, generator=g).bfloat16())
+    allowed = torch.ones(40, 60, dtype=torch.bool).tril(20)
     out, _ = grouped_matmul_attention(None, q, k, v, None)
     assert out.dtype == torch.bfloat16
-    ref = _reference(q.double(), k.double(), v.double(), torch.ones(40, 60, dtype=torch.bool).tril(20))
-    assert float((out.double() - ref).abs().max()) < 0.05
+    kk, vv = k.repeat_interleave(3, 1), v.repeat_interleave(3, 1)
+    scores = (torch.matmul(q, kk.transpose(2, 3)) * 0.125).masked_fill(~allowed, torch.finfo(torch.bfloat16).min)
+    eager = torch.matmul(torch.softmax(scores, -1, dtype=torch.float32).bfloat16(), vv).transpose(1, 2)
+    ulp = 2.0 ** -7 * float(eager.float().abs().max())
+    assert float((out.float() - eager.float()).abs().max()) <= ulp
+    ref = _reference(q.double(), k.double(), v.double(), allowed)
+    assert float((out.double() - ref).abs().mean()) < 2e-3
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float32])
+def test_boolean_and_additive_masks_agree(mask_dtype):
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 4, 3, 8, generator=g), torch.randn(2, 2, 7, 8, generator=g), torch.randn(2, 2, 7, 8, generator=g))
+    allowed = torch.ones(2, 1, 3, 7, dtype=torch.bool).tril(4)
+    allowed[0, :, :, :3] = False
+    mask = allowed if mask_dtype == torch.bool else torch.zeros(2, 1, 3, 7).masked_fill(~allowed, float("-inf"))
+    out, _ = grouped_matmul_attention(None, q, k, v, mask)
+    assert torch.allclose(out, _reference(q, k, v, allowed), atol=1e-6)
 
 
 def test_model_logits_and_greedy_tokens_match_sdpa(tiny):

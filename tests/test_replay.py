@@ -227,7 +227,11 @@ def test_sampling_hidden_states_stand_in_for_p_all(tiny, keep_logits):
     rollouts = rollouts_for(tiny.model, tok, task.load()[:2], 4, [tok.eos_token_id],
                             SamplingConfig(max_new_tokens=10), keep_hidden=True,
                             logits_budget=(1 << 30) if keep_logits else 0, keep_cost=cost)
-    assert cost["seconds"] > 0  # the time spent keeping is measured
+    assert cost["seconds"] > 0  # the time spent keeping is measured ...
+    plain: dict[str, float] = {}
+    rollouts_for(tiny.model, tok, task.load()[:2], 4, [tok.eos_token_id], SamplingConfig(max_new_tokens=10),
+                 keep_cost=plain)
+    assert plain == {"seconds": 0.0}  # ... and is nothing when nothing is kept
     head = tiny.model.get_output_embeddings()
     for r in rollouts:
         r.verdicts = task.score(r.example, r.text)

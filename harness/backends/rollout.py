@@ -94,8 +94,9 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
     Nothing is appended when the model has no final-norm module. With ``logits_out``, a hook on
     the LM head likewise records the logits [T, V] of each response (model dtype; one buffer per
     ``generate`` call, each response's entry a view of it). ``keep_cost["seconds"]`` (when given)
-    accumulates the time spent keeping them: inside the hooks and slicing the results (the direct
-    cost of keeping, which a benchmark can charge without the noise of timing two whole samplings).
+    accumulates the time spent keeping them: inside the hooks and slicing the results, nothing when
+    nothing is kept (the direct cost of keeping, which a benchmark can charge without the noise of
+    timing two whole samplings).
     """
     device = next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
@@ -128,11 +129,13 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
         finally:
             for hook in hooks:
                 hook.remove()
+        responses = [cut_at_eos(row, eos) for row in seqs[:, ids.shape[1]:].tolist()]
+        out.extend(responses)
+        if not hooks:
+            continue
         clock.start()
         steps = torch.stack(caught, 1) if caught else None
-        for i, row in enumerate(seqs[:, ids.shape[1]:].tolist()):
-            resp, truncated = cut_at_eos(row, eos)
-            out.append((resp, truncated))
+        for i, (resp, _) in enumerate(responses):
             if steps is not None and hidden_out is not None and steps.shape[1] >= len(resp):
                 hidden_out.append(steps[i, :len(resp)].clone())
             if logits is not None and logits_out is not None and logits.steps >= len(resp):
