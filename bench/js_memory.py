@@ -1,10 +1,16 @@
 """Peak extra memory of the streamed Jensen-Shannon relevance for one long response.
 
-Streams T positions (default 4096) over a V = 151,936 vocabulary (Qwen2.5) the way the replay
-engine would: the logits of each chunk of positions for the two contexts are produced on the fly
-(here: random bf16 logits, the second a perturbation of the first), reduced to per-position
-distances at once, and dropped. A naive implementation holding two [T, V] float32 tensors needs
-2 * T * V * 4 bytes (about 5 GB at T = 4096).
+Streams T positions (default 4096) over a V = 151,936 vocabulary (Qwen2.5): the logits of each
+chunk of positions for the two contexts are produced on the fly (here: random bf16 logits, the
+second a perturbation of the first), reduced to per-position distances at once, and dropped. A
+naive implementation holding two [T, V] float32 tensors needs 2 * T * V * 4 bytes (about 5 GB at
+T = 4096). Two paths:
+
+- ``--path replay`` (default): what the replay engine runs (:meth:`harness.replay.ReplayEngine.js_many`):
+  chunks of ``stat_chunk_positions(backend.replay_chunk_size, V)`` positions; P_all's log p and p
+  are made once per chunk (:class:`algorithms.relevance.JSAgainst`) and compared with P_\k's
+  logits ``JS_ROWS`` rows at a time;
+- ``--path stream``: :class:`algorithms.relevance.JSStream` with its own default chunk.
 
 How the peak is measured:
 - CUDA (``--device cuda``): ``torch.cuda.max_memory_allocated`` after a reset, minus the memory
@@ -18,9 +24,12 @@ How the peak is measured:
   buffers: we take the current RSS (/proc/self/statm) just before the loop and the peak RSS
   after it (an upper bound: it also counts the allocator's slack and any earlier peak, which is
   printed too). On CPU there is no warm-up run, since it would raise the lifetime peak.
-- By construction: at most about 6 float32 [chunk, V] tensors plus the two bf16 input chunks.
+- By construction: replay path, two float32 and two bf16 [chunk, V] tensors plus about six
+  float32 [JS_ROWS, V] working rows; stream path, about 6 float32 [chunk, V] tensors plus the two
+  bf16 input chunks.
 
-Usage: ``python bench/js_memory.py [--positions 4096] [--vocab 151936] [--chunk N] [--device cpu]``.
+Usage: ``python bench/js_memory.py [--path replay|stream] [--positions 4096] [--vocab 151936] [--chunk N]
+[--device cpu]``.
 Prints one line per figure and exits non-zero if the measured peak exceeds ``--limit-mb`` (256).
 """
 
@@ -34,7 +43,9 @@ import time
 
 import torch
 
-from algorithms.relevance import JSStream, default_chunk_size
+from algorithms.relevance import JSAgainst, JSStream, default_chunk_size
+from harness.config import BackendConfig
+from harness.replay import JS_ROWS, stat_chunk_positions
 
 MB = 1024 * 1024
 
@@ -49,12 +60,18 @@ def logit_chunks(positions: int, vocab: int, chunk: int, seed: int, device: str)
         yield base, other
 
 
-def run(positions: int, vocab: int, chunk: int, device: str) -> torch.Tensor:
-    stream = JSStream(chunk_size=chunk)
+def run(positions: int, vocab: int, chunk: int, device: str, path: str = "replay") -> torch.Tensor:
+    if path == "stream":
+        stream = JSStream(chunk_size=chunk)
+        for a, b in logit_chunks(positions, vocab, chunk, seed=0, device=device):
+            stream.update(a, b)
+            del a, b
+        return stream.result()
+    parts = []
     for a, b in logit_chunks(positions, vocab, chunk, seed=0, device=device):
-        stream.update(a, b)
+        parts.append(JSAgainst(a, chunk_size=JS_ROWS).distance(b))
         del a, b
-    return stream.result()
+    return torch.cat(parts)
 
 
 def peak_rss_mb() -> float:
@@ -70,16 +87,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--positions", type=int, default=4096)
     parser.add_argument("--vocab", type=int, default=151_936)
-    parser.add_argument("--chunk", type=int, default=None, help="positions per chunk (default: automatic)")
+    parser.add_argument("--path", choices=["replay", "stream"], default="replay",
+                        help="the replay engine's JS (P_all shared per chunk) or the plain JSStream")
+    parser.add_argument("--chunk", type=int, default=None, help="positions per chunk (default: the path's own)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--limit-mb", type=float, default=256.0)
     args = parser.parse_args(argv)
-    chunk = args.chunk or default_chunk_size(args.vocab)
-    by_construction = (6 * chunk * args.vocab * 4 + 2 * chunk * args.vocab * 2) / MB
+    if args.path == "replay":
+        chunk = args.chunk or stat_chunk_positions(BackendConfig().replay_chunk_size, args.vocab)
+        # log p and p of P_all, two bf16 logit chunks, and about six float32 [JS_ROWS, V] working rows
+        by_construction = (2 * chunk * args.vocab * 4 + 2 * chunk * args.vocab * 2 + 6 * JS_ROWS * args.vocab * 4) / MB
+        construction = "2 fp32 + 2 bf16 [chunk, V] + 6 fp32 [JS_ROWS, V] tensors"
+    else:
+        chunk = args.chunk or default_chunk_size(args.vocab)
+        by_construction = (6 * chunk * args.vocab * 4 + 2 * chunk * args.vocab * 2) / MB
+        construction = "6 fp32 + 2 bf16 [chunk, V] tensors"
     naive = 2 * args.positions * args.vocab * 4 / MB
 
     if args.device.startswith("cuda"):
-        run(2 * chunk, args.vocab, chunk, args.device)  # warm-up: one-time allocations
+        run(2 * chunk, args.vocab, chunk, args.device, args.path)  # warm-up: one-time allocations
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
@@ -87,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         before = current_rss_mb()
         print(f"RSS before the loop {before:.1f} MB, lifetime peak so far {peak_rss_mb():.1f} MB")
     t0 = time.perf_counter()
-    q = run(args.positions, args.vocab, chunk, args.device)
+    q = run(args.positions, args.vocab, chunk, args.device, args.path)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
         measured = (torch.cuda.max_memory_allocated() - before) / MB
@@ -97,11 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         how = "peak RSS delta (upper bound)"
     seconds = time.perf_counter() - t0
 
-    print(f"positions={args.positions} vocab={args.vocab} chunk={chunk} device={args.device}")
+    print(f"path={args.path} positions={args.positions} vocab={args.vocab} chunk={chunk} device={args.device}")
     print(f"relevance: {q.numel()} values, mean {q.mean().item():.4f}, min {q.min().item():.4f}, "
           f"max {q.max().item():.4f}")
     print(f"peak extra memory, measured ({how}): {measured:.1f} MB")
-    print(f"peak extra memory, by construction (6 fp32 + 2 bf16 [chunk, V] tensors): {by_construction:.1f} MB")
+    print(f"peak extra memory, by construction ({construction}): {by_construction:.1f} MB")
     print(f"naive two [T, V] float32 tensors: {naive:.1f} MB")
     print(f"time: {seconds:.2f} s ({args.positions / seconds:.0f} positions/s)")
     ok = measured <= args.limit_mb

@@ -64,7 +64,7 @@ class BackendConfig:
     generator: str = "auto"  # auto (vllm when installed and a GPU is present), transformers, vllm
     vllm_gpu_memory_utilization: float = 0.5  # share of the GPU the vLLM engine may take
     replay_batch_size: int = 8  # sequences per replay forward pass
-    replay_chunk_size: int = 128  # positions per LM-head / Jensen-Shannon chunk (bounds [chunk, V] logits)
+    replay_chunk_size: int = 128  # positions per LM-head / Jensen-Shannon chunk, capped at 12M / V (memory)
     share_prefix: bool = True  # reuse the KV cache of the shared prompt prefix during replay
     sampling_logits_mb: int = 512  # keep the sampling logits for the replay's P_all when they fit (0: never)
     # attention of the sampling/replay copy: auto (grouped matmuls for a separate CPU rollout copy, see

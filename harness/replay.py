@@ -58,6 +58,18 @@ def length_batches(items: Sequence[Any], length: Any, size: int) -> list[list[An
 JS_ROWS = 16
 
 
+#: elements of one [positions, V] block of the statistics. :meth:`ReplayEngine.js_many` holds P_all's
+#: float32 log p and p and two blocks of logits for a chunk of positions; capping the chunk at this
+#: many elements keeps that near 150 MB whatever the vocabulary (82 positions for V = 151,936; the
+#: configured ``chunk_size`` of 128 applies from V = 98,304 down)
+STAT_CHUNK_ELEMENTS = 12 * 1024 * 1024
+
+
+def stat_chunk_positions(chunk_size: int, vocab_size: int) -> int:
+    """Positions per LM-head / statistics chunk: ``chunk_size``, capped by :data:`STAT_CHUNK_ELEMENTS`."""
+    return max(1, min(int(chunk_size), STAT_CHUNK_ELEMENTS // max(1, int(vocab_size))))
+
+
 @dataclass(frozen=True)
 class ReplayJob:
     context: tuple[int, ...]  # prompt token ids, ending with the assistant cue
@@ -240,14 +252,18 @@ class ReplayEngine:
                 out[job] = hidden[i, first:first + len(job.response)].clone()
 
     # -- statistics --------------------------------------------------------------------------------
+    def _stat_chunk(self, head: Any) -> int:
+        return stat_chunk_positions(self.chunk_size, head.weight.shape[0])
+
     @torch.inference_mode()
     def js(self, hidden_a: Tensor, hidden_b: Tensor) -> Tensor:
         """q_t = sqrt(JS(p_a,t || p_b,t) / ln 2) for every position, streamed over chunks. [T] float32."""
         _, head, cap = decoder_and_head(self.model)
+        step = self._stat_chunk(head)
         parts = []
-        for s in range(0, hidden_a.shape[0], self.chunk_size):
-            la = head_logits(head, hidden_a[s:s + self.chunk_size], cap)
-            lb = head_logits(head, hidden_b[s:s + self.chunk_size], cap)
+        for s in range(0, hidden_a.shape[0], step):
+            la = head_logits(head, hidden_a[s:s + step], cap)
+            lb = head_logits(head, hidden_b[s:s + step], cap)
             parts.append(js_distance(la, lb, chunk_size=JS_ROWS))
         return torch.cat(parts) if parts else torch.zeros(0)
 
@@ -257,9 +273,10 @@ class ReplayEngine:
         of ``hidden_a`` are made once per chunk and shared (P_all against every P_\\k of a response).
         ``logits_a`` (raw head outputs [T, V], e.g. kept from sampling) replaces the head on ``hidden_a``."""
         _, head, cap = decoder_and_head(self.model)
+        step = self._stat_chunk(head)
         parts: list[list[Tensor]] = [[] for _ in others]
-        for s in range(0, hidden_a.shape[0], self.chunk_size):
-            e = s + self.chunk_size
+        for s in range(0, hidden_a.shape[0], step):
+            e = s + step
             la = capped(logits_a[s:e], cap) if logits_a is not None else head_logits(head, hidden_a[s:e], cap)
             ref = JSAgainst(la, chunk_size=JS_ROWS)
             for part, hb in zip(parts, others):
@@ -272,9 +289,10 @@ class ReplayEngine:
         head outputs [T, V], e.g. kept from sampling) replaces the head on ``hidden``."""
         _, head, cap = decoder_and_head(self.model)
         ids = torch.tensor(list(tokens), device=hidden.device)
+        step = self._stat_chunk(head)
         parts = []
-        for s in range(0, hidden.shape[0], self.chunk_size):
-            e = s + self.chunk_size
+        for s in range(0, hidden.shape[0], step):
+            e = s + step
             chunk = capped(logits[s:e], cap) if logits is not None else head_logits(head, hidden[s:e], cap)
             parts.append(token_logprobs(chunk, ids[s:e]))
         return torch.cat(parts) if parts else torch.zeros(0)

@@ -21,6 +21,7 @@ from harness.replay import (
     full_context_hidden,
     full_logits_js,
     length_batches,
+    stat_chunk_positions,
 )
 from harness.replay_builders import leave_one_out, replay_for
 from tasks.base import Verdict
@@ -256,3 +257,15 @@ def test_sampling_hidden_states_stand_in_for_p_all(tiny, keep_logits):
           f"vs {recomputed.sequences}")
     assert diff <= 1e-5
     assert with_hidden.sequences == recomputed.sequences - len(rollouts)
+
+
+@pytest.mark.parametrize("chunk,vocab,expected", [
+    (128, 49_152, 128),    # SmolLM2: the configured chunk
+    (128, 98_304, 128),    # the largest vocabulary the configured chunk serves
+    (128, 151_936, 82),    # Qwen2.5: capped, so P_all's float32 log p and p stay near 100 MB
+    (128, 262_144, 48),
+    (16, 151_936, 16),     # a smaller configured chunk is kept
+    (128, 50_000_000, 1),  # never zero
+])
+def test_statistics_chunk_is_capped_by_vocabulary(chunk, vocab, expected):
+    assert stat_chunk_positions(chunk, vocab) == expected
