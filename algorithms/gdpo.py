@@ -17,8 +17,11 @@ the batch rescale gives (shift, scale) from the response-level S (``rescale`` co
 * ``"trl"``: over RESPONSES, shift = mean(S), scale = std(S) + 1e-4 (sample std).
 * ``"none"``: shift 0, scale 1.
 
+In every mode a batch whose spread is at or below eps (std <= eps; for "verl" the token variance
+<= eps) is shifted but not divided (scale 1): see :func:`rescale_affine`.
+
 MRTPO (``mrtpo.py``) keeps this (shift, scale), computed from the UNIFORM S, and applies it to
-its per-token S_t, so beta = 0 gives GDPO exactly.
+its per-token reallocation, so beta = 0 gives GDPO exactly.
 """
 
 from __future__ import annotations
@@ -83,29 +86,29 @@ class AggregateConfig:
 
 
 def rescale_affine(S: Tensor, keep: Tensor, mask: Tensor, mode: str, eps: float) -> tuple[Tensor, Tensor]:
-    """(shift, scale) of the batch rescale A = (S - shift) / scale; see the module docstring."""
+    """(shift, scale) of the batch rescale A = (S - shift) / scale; see the module docstring.
+
+    A batch whose spread (the std of the mode) is at or below ``eps`` is not divided (scale 1):
+    its differences are rounding residue, and dividing them by about eps would turn a batch
+    whose S is almost constant (one kept response under GD2PO, a non-centred S under "paper")
+    into advantages of order 1/eps.
+    """
     S = S.to(torch.float32)
     kept = S[keep]
     zero = torch.zeros((), dtype=S.dtype, device=S.device)
+    one = torch.ones((), dtype=S.dtype, device=S.device)
     if mode == "none":
-        return zero, torch.ones((), dtype=S.dtype, device=S.device)
-    if mode == "paper":
-        return zero, sample_std(kept) + eps
-    if mode == "trl":
-        shift = kept.mean() if kept.numel() else zero
-        return shift, sample_std(kept) + eps
+        return zero, one
+    if mode in ("paper", "trl"):
+        shift = kept.mean() if mode == "trl" and kept.numel() else zero
+        spread = sample_std(kept)
+        return shift, torch.where(spread > eps, spread + eps, one)
     if mode == "verl":
         token_mask = mask & keep.unsqueeze(1)
         values = S.unsqueeze(1).expand_as(mask)
-        return masked_mean(values, token_mask), torch.sqrt(masked_var(values, token_mask) + eps)
+        var = masked_var(values, token_mask)
+        return masked_mean(values, token_mask), torch.where(var > eps, torch.sqrt(var + eps), one)
     raise ValueError(f"unknown rescale mode {mode!r}; known: {RESCALE_MODES}")
-
-
-def finish(token_S: Tensor, agg: Aggregate, mask: Tensor, config: AggregateConfig) -> Tensor:
-    """Apply the batch rescale (from the uniform S) and the response scale to token-level S_t."""
-    shift, scale = rescale_affine(agg.uniform, agg.keep, mask, config.rescale, config.effective_rescale_eps)
-    adv = (token_S - shift) / scale * agg.response_scale.to(token_S.dtype).unsqueeze(1)
-    return torch.where(mask, adv, torch.zeros_like(adv))
 
 
 class Reweighter(Algorithm):
@@ -125,12 +128,17 @@ class Reweighter(Algorithm):
         """A_k of Eq. 1 (0 for NaN rewards, constant rewards and groups of one)."""
         return group_standardise(batch.rewards, batch.group_ids, self.config.eps)
 
+    def rescaled(self, agg: Aggregate, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(advantage[B], shift, scale): A = (S - shift) / scale * response_scale, with (shift, scale)
+        the batch rescale of the uniform S (module docstring)."""
+        shift, scale = rescale_affine(agg.uniform, agg.keep, mask, self.config.rescale,
+                                      self.config.effective_rescale_eps)
+        adv = (agg.uniform.to(torch.float32) - shift) / scale * agg.response_scale.to(torch.float32)
+        return adv, shift, scale
+
     def response_advantages(self, batch: RolloutBatch) -> Tensor:
         """[B]: the rescaled response-level advantage (the value every valid token receives)."""
-        agg = self.aggregate(batch)
-        shift, scale = rescale_affine(agg.uniform, agg.keep, batch.response_mask, self.config.rescale,
-                                      self.config.effective_rescale_eps)
-        return (agg.uniform.to(torch.float32) - shift) / scale * agg.response_scale.to(torch.float32)
+        return self.rescaled(self.aggregate(batch), batch.response_mask)[0]
 
     def token_advantages(self, batch: RolloutBatch) -> Tensor:
         return broadcast_to_tokens(self.response_advantages(batch), batch.response_mask)
@@ -141,9 +149,8 @@ class Reweighter(Algorithm):
 
     def metrics(self, batch: RolloutBatch) -> dict[str, float]:
         agg = self.aggregate(batch)
-        adv = self.token_advantages(batch)
-        shift, scale = rescale_affine(agg.uniform, agg.keep, batch.response_mask, self.config.rescale,
-                                      self.config.effective_rescale_eps)
+        response_adv, shift, scale = self.rescaled(agg, batch.response_mask)
+        adv = broadcast_to_tokens(response_adv, batch.response_mask)
         out = {
             "adv_abs_mean": finite_or_nan(masked_mean(adv.abs(), batch.response_mask)),
             "uniform_abs_mean": finite_or_nan(agg.uniform.abs().mean()) if agg.uniform.numel() else 0.0,

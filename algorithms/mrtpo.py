@@ -3,20 +3,38 @@
 Inputs: the per-reward contributions C_k^{(j)} of a response-level aggregator (GDPO by default,
 so C_k = A_k of Eq. 1; ``mrtpo+saw`` uses SAW's c_k A_k, and so on) and the relevance
 q_{k,t} in [0,1] that the replay engine computed (paper Eq. 5, ``batch.relevance[B,K,T]``).
+Paper: "Each Reward to Its Relevant Tokens: Reward-Specific Token-Level Credit Assignment for
+Multi-Reward RL", arXiv 2610.21439 (MRTPO: Multi-Reward Token-level Policy Optimization).
 
 1. Weights (Eq. 6): w_{k,t} = (1 - beta_n) + beta_n * q_{k,t} / qbar_k, where qbar_k is the mean
    of q_{k,.} over the response's VALID tokens, so the weights average to exactly 1 over them.
-   A (response, reward) whose relevance row is NaN on any valid token (not replayed), or whose
-   q is all zero, keeps the uniform weight 1. Negative q is clamped to 0.
+   A (response, reward) whose relevance row is NaN or infinite on any valid token (not
+   replayed), or whose q is all zero, keeps the uniform weight 1. Negative q is clamped to 0.
 2. Warm-up (App. D): beta_n = beta * (3u^2 - 2u^3), u = min(n / N, 1); N = ``warmup_steps``.
 3. Per-token sum (Eq. 7): S_t = sum_k C_k w_{k,t} = S + R_t with S = sum_k C_k (the uniform
    advantage) and R_t = sum_k C_k (w_{k,t} - 1), which has zero mean over each response.
-4. Bound (Eq. 8), over the batch's valid tokens:
-   s = min(1, sqrt(sum_j T_j S_j^2 / sum_{j,t} R_{j,t}^2)) (s = 1 when R is 0 everywhere),
-   S_t = S + s R_t. Keeps each response's mean advantage; the reallocated part's second moment
-   s^2 sum R^2 is at most sum_j T_j S_j^2.
-5. The aggregator's batch rescale, with (shift, scale) computed from the UNIFORM S exactly as
-   GDPO does (Eq. 7 divides by std_B(S)), so beta = 0 reproduces the aggregator bit for bit.
+4. The aggregator's batch rescale, with (shift, scale) computed from the UNIFORM S exactly as the
+   aggregator does (GDPO: Eq. 7 divides by std_B(S)), and its response scale rs_j. Each response
+   gets its uniform advantage U_j = (S_j - shift) / scale * rs_j, the aggregator's own value, and
+   the reallocated part D_{j,t} = R_{j,t} / scale * rs_j in the same units.
+5. Bound (Eq. 8), over the batch's valid tokens, on what the tokens actually receive:
+   s = min(1, sqrt(sum_j T_j U_j^2 / sum_{j,t} D_{j,t}^2)) (s = 1 when D is 0 everywhere) and
+   A_t = U_j + s D_{j,t}. With the paper's rescale (no shift, rs = 1) the common 1/scale cancels
+   and this is Eq. 8 on S and R as the paper writes it. With a shift ("trl", "verl") or a response
+   scale (GD2PO) Eq. 8 on the raw S would compare R with values the tokens never receive: one
+   kept response under GD2PO has U = 0 but S != 0, and R / 1e-4 would reach the tokens.
+
+Guarantee (bound on, every batch): the token advantages are finite, each response keeps its
+uniform advantage U_j as its mean over its T_j valid tokens, and for every valid token
+
+    |A_t - U_j| <= min( beta_n (T_j - 1) sum_k |a_{j,k}| ,  sqrt(sum_i T_i U_i^2) )
+
+with a_{j,k} = C_k^{(j)} rs_j / scale, reward k's part of response j's advantage before the
+shift (the first term because w_{k,t} - 1 lies in [-beta_n, beta_n (T_j - 1)]; the second
+because one token's share of the reallocated second moment is at most all of it). So a batch
+whose uniform advantages are all zero gets exactly zero token advantages. Without the bound
+(``bound=False``) only the first term holds.
+Beta = 0 (or w = 1 everywhere) gives D = 0 exactly, so the aggregator is reproduced bit for bit.
 
 Ablations: ``mrtpo-joint`` uses one relevance profile q_t (``batch.joint_relevance[B,T]``, all
 blocks replayed together) on the summed advantage: S_t = S w_t. ``mrtpo-shuffled`` permutes each
@@ -49,7 +67,7 @@ from algorithms.base import (
     rewards_varying_in_group,
     warmup_factor,
 )
-from algorithms.gdpo import GDPO, Aggregate, Reweighter, finish
+from algorithms.gdpo import GDPO, Aggregate, Reweighter
 
 
 @dataclass
@@ -80,30 +98,30 @@ def relevance_weights(q: Tensor, mask: Tensor, beta: float) -> tuple[Tensor, Ten
     """
     valid = mask.unsqueeze(1).expand_as(q)
     q = q.to(torch.float32)
-    nan_row = (torch.isnan(q) & valid).any(dim=-1)
-    q0 = torch.where(valid & ~torch.isnan(q), q.clamp_min(0.0), torch.zeros_like(q))
+    bad_row = (~torch.isfinite(q) & valid).any(dim=-1)
+    q0 = torch.where(valid & torch.isfinite(q), q.clamp_min(0.0), torch.zeros_like(q))
     n = valid.sum(dim=-1).to(torch.float32)
     qbar = q0.sum(dim=-1) / n.clamp_min(1)
-    has = ~nan_row & (qbar > 0)
+    has = ~bad_row & (qbar > 0)
     w = (1.0 - beta) + beta * q0 / qbar.clamp_min(1e-30).unsqueeze(-1)
     w = torch.where(has.unsqueeze(-1) & valid, w, torch.ones_like(w))
     return w, has
 
 
-def reallocate(contrib: Tensor, w: Tensor, mask: Tensor, bound: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """Eq. 7-8: returns (S_t[B,T] = S + s R_t on valid tokens, 0 elsewhere; s; R[B,T])."""
-    S = contrib.to(torch.float32).sum(dim=1)
+def reallocated_part(contrib: Tensor, w: Tensor, mask: Tensor) -> Tensor:
+    """Eq. 7's R[B,T] = sum_k C_k (w_{k,t} - 1) on valid tokens, 0 elsewhere (pre-rescale units)."""
     R = (contrib.to(torch.float32).unsqueeze(-1) * (w - 1.0)).sum(dim=1)
-    R = torch.where(mask, R, torch.zeros_like(R))
-    den = (R * R).sum()
-    one = torch.ones((), dtype=R.dtype, device=R.device)
-    if bound and float(den) > 0:
-        num = (mask.sum(dim=1).to(torch.float32) * S * S).sum()
-        s = torch.minimum(one, torch.sqrt(num / den))
-    else:
-        s = one
-    token_S = torch.where(mask, S.unsqueeze(1) + s * R, torch.zeros_like(R))
-    return token_S, s, R
+    return torch.where(mask, R, torch.zeros_like(R))
+
+
+def bound_scale(uniform: Tensor, D: Tensor, mask: Tensor) -> Tensor:
+    """Eq. 8's s = min(1, sqrt(sum_j T_j U_j^2 / sum D^2)) over valid tokens; 1 when D is 0."""
+    one = torch.ones((), dtype=torch.float32, device=D.device)
+    den = (D * D).sum()
+    if float(den) == 0.0:
+        return one
+    num = (mask.sum(dim=1).to(torch.float32) * uniform * uniform).sum()
+    return torch.minimum(one, torch.sqrt(num / den))
 
 
 def shuffle_within_valid(w: Tensor, mask: Tensor, generator: torch.Generator) -> Tensor:
@@ -168,9 +186,13 @@ class MRTPO(Algorithm):
             has = torch.zeros(contrib.shape, dtype=torch.bool, device=contrib.device)
         else:
             contrib, w, has = self.token_weights(batch, agg, beta)
-        token_S, s, R = reallocate(contrib, w, mask, self.config.bound)
-        adv = finish(token_S, agg, mask, self.aggregator.config)
-        return {"adv": adv, "beta": beta, "s": s, "R": R, "agg": agg, "has": has}
+        R = reallocated_part(contrib, w, mask)
+        U, shift, scale = self.aggregator.rescaled(agg, mask)
+        D = R / scale * agg.response_scale.to(torch.float32).unsqueeze(1)
+        one = torch.ones((), dtype=torch.float32, device=D.device)
+        s = bound_scale(U, D, mask) if self.config.bound else one
+        adv = torch.where(mask, U.unsqueeze(1) + s * D, torch.zeros_like(D))
+        return {"adv": adv, "beta": beta, "s": s, "D": D, "uniform": U, "agg": agg, "has": has}
 
     def token_advantages(self, batch: RolloutBatch) -> Tensor:
         return self.compute(batch)["adv"]
@@ -178,9 +200,9 @@ class MRTPO(Algorithm):
     def metrics(self, batch: RolloutBatch) -> dict[str, float]:
         out = self.compute(batch)
         mask = batch.response_mask
-        S = out["agg"].uniform
-        uniform_sq = (mask.sum(1).float() * S * S).sum()
-        realloc_sq = (out["R"] ** 2).sum() * out["s"] ** 2
+        U = out["uniform"]
+        uniform_sq = (mask.sum(1).float() * U * U).sum()
+        realloc_sq = (out["D"] ** 2).sum() * out["s"] ** 2
         varying = rewards_varying_in_group(batch.rewards, batch.group_ids)
         if out["has"].shape[1] != varying.shape[1]:  # one joint profile per response
             varying = varying.any(dim=1, keepdim=True)
@@ -191,7 +213,7 @@ class MRTPO(Algorithm):
             "realloc_ratio": finite_or_nan(torch.sqrt(realloc_sq / uniform_sq)) if float(uniform_sq) > 0 else 0.0,
             "relevance_coverage": finite_or_nan(coverage),  # varying (response, reward) pairs with q
             "adv_abs_mean": finite_or_nan(masked_mean(out["adv"].abs(), mask)),
-            "uniform_abs_mean": finite_or_nan(S.abs().mean()) if S.numel() else 0.0,
+            "uniform_abs_mean": finite_or_nan(out["agg"].uniform.abs().mean()) if U.numel() else 0.0,
         }
 
 
