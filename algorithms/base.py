@@ -17,9 +17,8 @@ Conventions used throughout ``algorithms/``:
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,25 +26,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from mrbench_core.replay_kinds import ReplayRequest
 
-class ReplayRequest(str, enum.Enum):
-    """What the backend's replay engine must compute before ``token_advantages``.
-
-    - ``none``: nothing (GRPO, GDPO, the reweighters).
-    - ``leave_one_out``: ``relevance[B,K,T]`` = JS distance between replays after P_all and P_\\k
-      (MRTPO, paper Eq. 4-5); only rewards that vary within their group need replaying
-      (see :func:`rewards_varying_in_group`), the rest may be NaN rows.
-    - ``joint``: ``joint_relevance[B,T]`` = JS distance between P_0 + all blocks and P_0 (mrtpo-joint).
-    - ``rubric``: ``logprob_delta[B,T]`` = log pi(y_t|x+) - log pi(y_t|x-) (CoRT).
-    - ``teacher``: teacher logits over the student's own tokens, consumed by
-      ``OPSD.distillation_loss`` (OPSD).
-    """
-
-    NONE = "none"
-    LEAVE_ONE_OUT = "leave_one_out"
-    JOINT = "joint"
-    RUBRIC = "rubric"
-    TEACHER = "teacher"
+__all__ = ["Algorithm", "ConfigError", "ReplayRequest", "RolloutBatch"]
 
 
 class ConfigError(ValueError):
@@ -136,6 +119,58 @@ def dense_groups(group_ids: Tensor) -> tuple[Tensor, int]:
     return inverse, int(uniq.numel())
 
 
+@dataclass
+class GroupStats:
+    """Per-group statistics of values[B,K] over each group's non-NaN entries (one helper for every
+    algorithm that needs them). ``index[B]`` maps responses to groups 0..G-1; every other field
+    is [G,K]: ``count``, ``total``, ``mean``, ``sq_dev`` (sum of squared deviations), ``low`` and
+    ``high`` (min and max; +-inf-like sentinels where count is 0)."""
+
+    index: Tensor
+    count: Tensor
+    total: Tensor
+    mean: Tensor
+    sq_dev: Tensor
+    low: Tensor
+    high: Tensor
+
+    @property
+    def sample_std(self) -> Tensor:
+        """The (n-1) standard deviation (0 with fewer than two entries)."""
+        return torch.sqrt(self.sq_dev / (self.count - 1).clamp_min(1))
+
+    @property
+    def population_std(self) -> Tensor:
+        return torch.sqrt(self.sq_dev / self.count.clamp_min(1))
+
+    @property
+    def varying(self) -> Tensor:
+        """bool[G,K]: at least two distinct values in the group."""
+        return (self.count >= 2) & (self.high > self.low)
+
+
+def group_stats(values: Tensor, group_ids: Tensor) -> GroupStats:
+    """:class:`GroupStats` of values[B,K] (float) grouped by group_ids[B]."""
+    idx, G = dense_groups(group_ids)
+    r = values
+    K = r.shape[1]
+    valid = ~torch.isnan(r)
+    r0 = torch.where(valid, r, torch.zeros_like(r))
+    index = idx.unsqueeze(1).expand(-1, K)
+    zeros = torch.zeros(G, K, dtype=r.dtype, device=r.device)
+    count = zeros.clone().scatter_add_(0, index, valid.to(r.dtype))
+    total = zeros.clone().scatter_add_(0, index, r0)
+    mean = total / count.clamp_min(1)
+    dev = torch.where(valid, r0 - mean[idx], torch.zeros_like(r))
+    sq_dev = zeros.clone().scatter_add_(0, index, dev * dev)
+    big = torch.finfo(r.dtype).max
+    high = torch.full((G, K), -big, dtype=r.dtype, device=r.device).scatter_reduce(
+        0, index, torch.where(valid, r, torch.full_like(r, -big)), reduce="amax")
+    low = torch.full((G, K), big, dtype=r.dtype, device=r.device).scatter_reduce(
+        0, index, torch.where(valid, r, torch.full_like(r, big)), reduce="amin")
+    return GroupStats(idx, count, total, mean, sq_dev, low, high)
+
+
 def group_standardise(rewards: Tensor, group_ids: Tensor, eps: float = 1e-6) -> Tensor:
     """Paper Eq. 1 per reward column: A = (r - mu_g) / (sigma_g + eps).
 
@@ -150,42 +185,20 @@ def group_standardise(rewards: Tensor, group_ids: Tensor, eps: float = 1e-6) -> 
     squeeze = rewards.dim() == 1
     r = rewards.unsqueeze(1) if squeeze else rewards
     r = r.float() if r.dtype in (torch.float16, torch.bfloat16) else r
-    idx, G = dense_groups(group_ids)
-    K = r.shape[1]
+    st = group_stats(r, group_ids)
+    idx = st.index
     valid = ~torch.isnan(r)
-    r0 = torch.where(valid, r, torch.zeros_like(r))
-    index = idx.unsqueeze(1).expand(-1, K)
-    count = torch.zeros(G, K, dtype=r.dtype, device=r.device).scatter_add_(0, index, valid.to(r.dtype))
-    total = torch.zeros(G, K, dtype=r.dtype, device=r.device).scatter_add_(0, index, r0)
-    mean = total / count.clamp_min(1)
-    dev = torch.where(valid, r0 - mean[idx], torch.zeros_like(r))
-    sq = torch.zeros(G, K, dtype=r.dtype, device=r.device).scatter_add_(0, index, dev * dev)
-    std = torch.sqrt(sq / (count - 1).clamp_min(1))
-    big = torch.finfo(r.dtype).max
-    hi = torch.full((G, K), -big, dtype=r.dtype, device=r.device).scatter_reduce(
-        0, index, torch.where(valid, r, torch.full_like(r, -big)), reduce="amax")
-    lo = torch.full((G, K), big, dtype=r.dtype, device=r.device).scatter_reduce(
-        0, index, torch.where(valid, r, torch.full_like(r, big)), reduce="amin")
-    informative = (count >= 2) & (hi > lo)
-    adv = dev / (std[idx] + eps)
-    adv = torch.where(valid & informative[idx], adv, torch.zeros_like(adv))
+    adv = (r - st.mean[idx]) / (st.sample_std[idx] + eps)
+    adv = torch.where(valid & st.varying[idx], adv, torch.zeros_like(r))
     return adv.squeeze(1) if squeeze else adv
 
 
 def rewards_varying_in_group(rewards: Tensor, group_ids: Tensor) -> Tensor:
     """bool[B,K]: the (response, reward) pairs whose reward is non-NaN and not constant within the
     group. Only these pairs carry a non-zero group advantage, so only they need a replay."""
-    idx, G = dense_groups(group_ids)
     r = rewards.float()
-    valid = ~torch.isnan(r)
-    K = r.shape[1]
-    index = idx.unsqueeze(1).expand(-1, K)
-    big = torch.finfo(r.dtype).max
-    hi = torch.full((G, K), -big, device=r.device).scatter_reduce(
-        0, index, torch.where(valid, r, torch.full_like(r, -big)), reduce="amax")
-    lo = torch.full((G, K), big, device=r.device).scatter_reduce(
-        0, index, torch.where(valid, r, torch.full_like(r, big)), reduce="amin")
-    return valid & (hi > lo)[idx]
+    st = group_stats(r, group_ids)
+    return ~torch.isnan(r) & (st.high > st.low)[st.index]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -248,28 +261,45 @@ def finite_or_nan(x: Tensor | float) -> float:
 class Algorithm(ABC):
     """An advantage estimator: rewards [B,K] (+ replayed statistics) -> token advantages [B,T].
 
-    Subclasses set ``name``, ``replay_request`` and ``config_class`` and implement
-    :meth:`token_advantages`. ``config`` is the typed config dataclass; unknown keys raise
-    :class:`ConfigError` listing the accepted ones. ``has_loss`` is True for algorithms that add a
-    loss term of their own (OPSD), which the backend must then request and add.
+    Subclasses set ``name``, ``config_class`` and what they need from the backend, and implement
+    :meth:`advantages` (or only :meth:`token_advantages`, when they log nothing of their own).
+    ``config`` is the typed config dataclass; unknown keys raise :class:`ConfigError` listing the
+    accepted ones.
+
+    What an algorithm declares, and a backend must provide before the step:
+
+    - ``replay_request``: the replay kind whose statistics the batch must carry
+      (:class:`ReplayRequest`; ``needs_replay(step)`` may skip it on some steps);
+    - ``needs_reference``: a frozen copy of the initial policy (OPSD's teacher);
+    - ``has_loss``: a loss term of its own (OPSD: ``distillation_loss`` on the teacher replay); its
+      coefficient lives in the algorithm's own config, never in the backend's.
     """
 
     name: str = ""
     replay_request: ReplayRequest = ReplayRequest.NONE
     config_class: type = object
+    needs_reference: bool = False
     has_loss: bool = False
 
     def __init__(self, **config: Any):
         self.config = make_config(self.config_class, self.name, config)
 
-    @abstractmethod
+    def advantages(self, batch: RolloutBatch) -> tuple[Tensor, dict[str, float]]:
+        """(token advantages [B,T] float32, zero where ``batch.response_mask`` is False; the
+        scalars to log for this batch), from one computation. Default: :meth:`token_advantages`
+        and mean |A| over valid tokens."""
+        if type(self).token_advantages is Algorithm.token_advantages:
+            raise NotImplementedError(f"{type(self).__name__} must implement advantages() or token_advantages()")
+        adv = self.token_advantages(batch)
+        return adv, {"adv_abs_mean": finite_or_nan(masked_mean(adv.abs(), batch.response_mask))}
+
     def token_advantages(self, batch: RolloutBatch) -> Tensor:
         """Tensor[B,T] float32, zero where ``batch.response_mask`` is False."""
+        return self.advantages(batch)[0]
 
     def metrics(self, batch: RolloutBatch) -> dict[str, float]:
-        """Scalars to log for this batch. Default: mean |A| over valid tokens."""
-        adv = self.token_advantages(batch)
-        return {"adv_abs_mean": finite_or_nan(masked_mean(adv.abs(), batch.response_mask))}
+        """The scalars :meth:`advantages` logs (a backend takes both from one call instead)."""
+        return self.advantages(batch)[1]
 
     def needs_replay(self, step: int) -> bool:
         """Whether the backend must run the replay at this step (it may skip it when False)."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from algorithms.registry import ALGORITHMS
 from algorithms.base import (
     Algorithm,
     ReplayRequest,
@@ -71,6 +72,7 @@ def cort_weights(delta: Tensor, mask: Tensor, tau: float, bias: float, strength:
     return torch.where(mask, w_tilde / mean.clamp_min(1e-30), torch.ones_like(w_tilde))
 
 
+@ALGORITHMS.register("cort")
 class CoRT(Algorithm):
     """CoRT: token weights from the log-prob change when the rubric is removed, on one advantage."""
 
@@ -104,15 +106,11 @@ class CoRT(Algorithm):
             raise ValueError(f"cort at step {batch.step} needs batch.logprob_delta [B,T] from the rubric replay")
         return cort_weights(batch.logprob_delta, batch.response_mask, self.config.tau, self.config.bias, strength)
 
-    def token_advantages(self, batch: RolloutBatch) -> Tensor:
-        A = broadcast_to_tokens(self.aggregator.response_advantages(batch), batch.response_mask)
-        return A * self.weights(batch)
-
-    def metrics(self, batch: RolloutBatch) -> dict[str, float]:
-        w = self.weights(batch)
+    def advantages(self, batch: RolloutBatch) -> tuple[Tensor, dict[str, float]]:
         mask = batch.response_mask
-        adv = self.token_advantages(batch)
-        return {
+        w = self.weights(batch)
+        adv = broadcast_to_tokens(self.aggregator.response_advantages(batch), mask) * w
+        return adv, {
             "cort_lambda": self.ramp(batch.step),
             "weight_std": finite_or_nan(torch.sqrt(masked_mean((w - 1.0) ** 2, mask))),
             "weight_max": finite_or_nan(w[mask].max()) if bool(mask.any()) else 1.0,

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from algorithms.registry import ALGORITHMS
 from algorithms.base import (
     Algorithm,
     RolloutBatch,
@@ -140,14 +141,11 @@ class Reweighter(Algorithm):
         """[B]: the rescaled response-level advantage (the value every valid token receives)."""
         return self.rescaled(self.aggregate(batch), batch.response_mask)[0]
 
-    def token_advantages(self, batch: RolloutBatch) -> Tensor:
-        return broadcast_to_tokens(self.response_advantages(batch), batch.response_mask)
-
     def reward_weights(self, batch: RolloutBatch) -> Tensor | None:
         """The per-reward weights c_k this method uses on this batch, when it has them (for logs)."""
         return None
 
-    def metrics(self, batch: RolloutBatch) -> dict[str, float]:
+    def advantages(self, batch: RolloutBatch) -> tuple[Tensor, dict[str, float]]:
         agg = self.aggregate(batch)
         response_adv, shift, scale = self.rescaled(agg, batch.response_mask)
         adv = broadcast_to_tokens(response_adv, batch.response_mask)
@@ -161,7 +159,7 @@ class Reweighter(Algorithm):
         weights = self.reward_weights(batch)
         if weights is not None:
             out.update({f"reward_weight_{k}": finite_or_nan(w) for k, w in enumerate(weights.tolist())})
-        return out
+        return adv, out
 
 
 @dataclass
@@ -185,6 +183,7 @@ def column_weights(weights: tuple[float, ...] | None, K: int, like: Tensor) -> T
     return torch.tensor(weights, dtype=torch.float32, device=like.device)
 
 
+@ALGORITHMS.register("gdpo")
 class GDPO(Reweighter):
     """GDPO: per-reward group z-scores, weighted sum, batch rescale (paper Eq. 2).
 

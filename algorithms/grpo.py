@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from algorithms.registry import ALGORITHMS
 from algorithms.base import Algorithm, RolloutBatch, broadcast_to_tokens, check, group_standardise
 
 
@@ -33,6 +34,7 @@ def summed_rewards(rewards: Tensor) -> Tensor:
     return torch.where(present.any(dim=1), total, torch.full_like(total, float("nan")))
 
 
+@ALGORITHMS.register("grpo")
 class GRPO(Algorithm):
     """GRPO: group z-score of the summed reward, no batch rescale."""
 
@@ -43,5 +45,5 @@ class GRPO(Algorithm):
         """[B] group z-scores of the summed reward."""
         return group_standardise(summed_rewards(batch.rewards.float()), batch.group_ids, self.config.eps)
 
-    def token_advantages(self, batch: RolloutBatch) -> Tensor:
+    def token_advantages(self, batch: RolloutBatch) -> Tensor:  # logs the default mean |A|
         return broadcast_to_tokens(self.response_advantages(batch), batch.response_mask)

@@ -56,6 +56,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from algorithms.registry import ALGORITHMS
 from algorithms.base import (
     Algorithm,
     ConfigError,
@@ -136,6 +137,7 @@ def shuffle_within_valid(w: Tensor, mask: Tensor, generator: torch.Generator) ->
     return w.gather(2, source.unsqueeze(1).expand_as(w))
 
 
+@ALGORITHMS.register("mrtpo")
 class MRTPO(Algorithm):
     """MRTPO: per-reward token weights from replay relevance (Eq. 6-8) on GDPO's advantages."""
 
@@ -194,10 +196,7 @@ class MRTPO(Algorithm):
         adv = torch.where(mask, U.unsqueeze(1) + s * D, torch.zeros_like(D))
         return {"adv": adv, "beta": beta, "s": s, "D": D, "uniform": U, "agg": agg, "has": has}
 
-    def token_advantages(self, batch: RolloutBatch) -> Tensor:
-        return self.compute(batch)["adv"]
-
-    def metrics(self, batch: RolloutBatch) -> dict[str, float]:
+    def advantages(self, batch: RolloutBatch) -> tuple[Tensor, dict[str, float]]:
         out = self.compute(batch)
         mask = batch.response_mask
         U = out["uniform"]
@@ -207,7 +206,7 @@ class MRTPO(Algorithm):
         if out["has"].shape[1] != varying.shape[1]:  # one joint profile per response
             varying = varying.any(dim=1, keepdim=True)
         coverage = (out["has"] & varying).sum() / varying.sum().clamp_min(1)
-        return {
+        return out["adv"], {
             "beta_eff": out["beta"],
             "bound_scale": finite_or_nan(out["s"]),
             "realloc_ratio": finite_or_nan(torch.sqrt(realloc_sq / uniform_sq)) if float(uniform_sq) > 0 else 0.0,
@@ -217,9 +216,11 @@ class MRTPO(Algorithm):
         }
 
 
+@ALGORITHMS.register("mrtpo-joint")
 class MRTPOJoint(MRTPO):
-    """mrtpo-joint (ablation): one relevance profile from replaying all blocks together, applied
-    to the summed advantage: w_t = (1 - beta_n) + beta_n q_t / qbar, S_t = S w_t, then Eq. 8."""
+    """mrtpo-joint (ablation): one relevance profile, all blocks replayed together, on the summed advantage.
+
+    w_t = (1 - beta_n) + beta_n q_t / qbar, S_t = S w_t, then Eq. 8."""
 
     name = "mrtpo-joint"
     replay_request = ReplayRequest.JOINT
@@ -231,6 +232,7 @@ class MRTPOJoint(MRTPO):
         return agg.uniform.unsqueeze(1), w, has
 
 
+@ALGORITHMS.register("mrtpo-shuffled")
 class MRTPOShuffled(MRTPO):
     """mrtpo-shuffled (ablation): MRTPO's weights permuted among each response's valid tokens."""
 
@@ -249,18 +251,3 @@ def compose(reweighter: type[Reweighter]) -> type[MRTPO]:
            f"({reweighter.name}'s weights applied to A_k before the token weighting)")
     return type(f"MRTPO_{reweighter.__name__}", (MRTPO,),
                 {"name": f"mrtpo+{reweighter.name}", "aggregator_class": reweighter, "__doc__": doc})
-
-
-def _composites() -> dict[str, type[MRTPO]]:
-    from algorithms import reweight
-
-    return {cls.__name__: compose(cls) for cls in (reweight.SAW, reweight.DARA, reweight.DVAO,
-                                                    reweight.GD2PO, reweight.SAMRPO)}
-
-
-_COMPOSITES = _composites()
-MRTPO_SAW = _COMPOSITES["SAW"]
-MRTPO_DARA = _COMPOSITES["DARA"]
-MRTPO_DVAO = _COMPOSITES["DVAO"]
-MRTPO_GD2PO = _COMPOSITES["GD2PO"]
-MRTPO_SAMRPO = _COMPOSITES["SAMRPO"]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from algorithms.registry import ALGORITHMS
 from algorithms.base import Algorithm, ReplayRequest, RolloutBatch, check
 from algorithms.grpo import GRPO
 from algorithms.relevance import LOGPROB_FLOOR, default_chunk_size
@@ -66,18 +67,23 @@ def generalized_jsd(student_logits: Tensor, teacher_logits: Tensor, beta: float)
     return beta * _kl(lt, lm) + (1.0 - beta) * _kl(ls, lm)
 
 
+@ALGORITHMS.register("opsd")
 class OPSD(Algorithm):
     """OPSD: generalised JSD between a privileged teacher and the student on the student's samples."""
 
     name = "opsd"
     replay_request = ReplayRequest.TEACHER
     config_class = OPSDConfig
+    needs_reference = True
     has_loss = True
 
-    def token_advantages(self, batch: RolloutBatch) -> Tensor:
+    def advantages(self, batch: RolloutBatch) -> tuple[Tensor, dict[str, float]]:
+        mask = batch.response_mask
         if self.config.advantage == "grpo":
-            return GRPO().token_advantages(batch)
-        return torch.zeros(batch.response_mask.shape, dtype=torch.float32, device=batch.response_mask.device)
+            adv = GRPO().token_advantages(batch)
+        else:
+            adv = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+        return adv, {"opsd_beta": self.config.beta, "loss_coef": self.config.loss_coef}
 
     def distillation_loss(self, student_logits: Tensor, teacher_logits: Tensor, response_mask: Tensor) -> Tensor:
         """loss_coef * mean over valid tokens of JSD_beta(teacher || student); a scalar with grad."""
@@ -101,6 +107,3 @@ class OPSD(Algorithm):
                 total = total + (generalized_jsd(student[i:i + step], teacher[i:i + step], self.config.beta)
                                  * rows).sum()
         return self.config.loss_coef * total / count
-
-    def metrics(self, batch: RolloutBatch) -> dict[str, float]:
-        return {"opsd_beta": self.config.beta, "loss_coef": self.config.loss_coef}

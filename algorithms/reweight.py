@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from algorithms.base import RolloutBatch, check, dense_groups, rewards_varying_in_group
+from algorithms.registry import ALGORITHMS
+from algorithms.base import RolloutBatch, check, group_stats
 from algorithms.gdpo import Aggregate, AggregateConfig, Reweighter
 
 
@@ -47,6 +48,7 @@ class SAWConfig(AggregateConfig):
     cv_eps: float = 1e-8
 
 
+@ALGORITHMS.register("saw")
 class SAW(Reweighter):
     """SAW (stage-aware weighting): c_k from each reward's coefficient of variation in the batch.
 
@@ -93,6 +95,7 @@ class DARAConfig(AggregateConfig):
         check(self.cap >= 1.0, f"cap must be >= 1, got {self.cap}")
 
 
+@ALGORITHMS.register("dara")
 class DARA(Reweighter):
     """DARA (density-aware aggregation): boost the positive advantages of sparse rewards.
 
@@ -106,15 +109,8 @@ class DARA(Reweighter):
     config_class = DARAConfig
 
     def densities(self, batch: RolloutBatch) -> Tensor:
-        idx, G = dense_groups(batch.group_ids)
-        K = batch.num_rewards
-        present = ~torch.isnan(batch.rewards)
-        varying = rewards_varying_in_group(batch.rewards, batch.group_ids)
-        index = idx.unsqueeze(1).expand(-1, K)
-        dev = batch.rewards.device
-        g_present = torch.zeros(G, K, device=dev).scatter_reduce(0, index, present.float(), reduce="amax")
-        g_varying = torch.zeros(G, K, device=dev).scatter_reduce(0, index, varying.float(), reduce="amax")
-        return g_varying.sum(0) / g_present.sum(0).clamp_min(1)
+        st = group_stats(batch.rewards.float(), batch.group_ids)
+        return st.varying.float().sum(0) / (st.count > 0).float().sum(0).clamp_min(1)
 
     def reward_weights(self, batch: RolloutBatch) -> Tensor:
         """lambda_k (the boost of positive advantages)."""
@@ -140,6 +136,7 @@ class DVAOConfig(AggregateConfig):
     rescale: str = "none"
 
 
+@ALGORITHMS.register("dvao")
 class DVAO(Reweighter):
     """DVAO: one variance-weighted ratio per group instead of per-reward z-scores.
 
@@ -155,16 +152,9 @@ class DVAO(Reweighter):
 
     def aggregate(self, batch: RolloutBatch) -> Aggregate:
         r = batch.rewards.to(torch.float32)
-        idx, G = dense_groups(batch.group_ids)
-        K = r.shape[1]
-        valid = ~torch.isnan(r)
-        r0 = torch.where(valid, r, torch.zeros_like(r))
-        index = idx.unsqueeze(1).expand(-1, K)
-        count = torch.zeros(G, K, device=r.device).scatter_add_(0, index, valid.float())
-        mean = torch.zeros(G, K, device=r.device).scatter_add_(0, index, r0) / count.clamp_min(1)
-        dev = torch.where(valid, r0 - mean[idx], torch.zeros_like(r))
-        sigma = torch.sqrt(torch.zeros(G, K, device=r.device).scatter_add_(0, index, dev * dev)
-                           / count.clamp_min(1))
+        st = group_stats(r, batch.group_ids)
+        idx, sigma = st.index, st.population_std
+        dev = torch.where(~torch.isnan(r), r - st.mean[idx], torch.zeros_like(r))
         total_sigma = sigma.sum(1, keepdim=True)
         w = torch.where(total_sigma > 0, sigma / total_sigma.clamp_min(1e-30), torch.zeros_like(sigma))
         denom = (w * sigma).sum(1, keepdim=True) + self.config.eps
@@ -185,6 +175,7 @@ class GD2POConfig(AggregateConfig):
     sign_tol: float = 0.0
 
 
+@ALGORITHMS.register("gd2po")
 class GD2PO(Reweighter):
     """GD2PO: drop responses whose per-reward advantages disagree in sign.
 
@@ -203,11 +194,8 @@ class GD2PO(Reweighter):
         tol = self.config.sign_tol
         conflict = (A > tol).any(1) & (A < -tol).any(1)
         keep = ~conflict
-        idx, G = dense_groups(batch.group_ids)
-        dev = A.device
-        n = torch.zeros(G, device=dev).scatter_add_(0, idx, torch.ones_like(idx, dtype=torch.float32))
-        kept = torch.zeros(G, device=dev).scatter_add_(0, idx, keep.float())
-        share = (kept / n.clamp_min(1))[idx]
+        st = group_stats(keep.float().unsqueeze(1), batch.group_ids)
+        share = (st.total / st.count.clamp_min(1))[st.index, 0]
         scale = torch.where(keep, share, torch.zeros_like(share))
         return Aggregate(A * keep.unsqueeze(1).float(), scale, keep)
 
@@ -230,6 +218,7 @@ class SAMRPOConfig(AggregateConfig):
         check((self.low is None) == (self.high is None), "low and high must be given together")
 
 
+@ALGORITHMS.register("sa-mrpo")
 class SAMRPO(Reweighter):
     """SA-MRPO (saturation-aware): discount each reward by how saturated it is in the batch.
 

@@ -41,9 +41,10 @@ class EvalReport:
 
 
 class Evaluator(ABC):
+    """A benchmark: its cases and how raw responses are scored (the module docstring)."""
+
     name: str = ""
     task: str = ""  # the task whose prompt format and decoding it uses
-    description: str = ""
     #: generation settings for ``--model`` (greedy by default)
     max_new_tokens: int = 1024
 

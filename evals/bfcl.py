@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evals.base import EvalCase, EvalReport, Evaluator
+from evals.registry import EVALUATORS
 from tasks.base import DataError
 from tasks.toolcall.bfcl_checker import check, language_of
 from tasks.toolcall.bfcl_prompts import case_messages, decode_calls
@@ -225,12 +226,12 @@ def markdown_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@EVALUATORS.register("bfcl-v4")
 class BFCLv4Evaluator(Evaluator):
     """BFCL-v4 single-turn AST accuracy (non-live and live), prompts in the RLLA tool-call format."""
 
     name = "bfcl-v4"
     task = "toolcall"
-    description = "BFCL-v4 single-turn AST accuracy (non-live and live)"
     max_new_tokens = 1024
 
     def cases(self, data_dir: str | None = None, categories: Sequence[str] | None = None) -> list[EvalCase]:

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from evals.base import EvalCase, EvalReport, Evaluator
+from evals.registry import EVALUATORS
 from evals.ifollow_judge import AdvancedIFEvaluator, Judge, register_judge
-from harness.scoring import read_rows
+from mrbench_core.jsonio import iter_jsonl
 from tasks.base import DataError
 from tasks.ifollow.constraints import check
 from tasks.ifollow.rows import parse_official
@@ -49,11 +50,6 @@ def find_file(data_dir: str | None, folder: str, filename: str, benchmark: str) 
             return candidate
     raise DataError(f"{benchmark}: {filename} not found (looked for {root}, {root / filename} and "
                     f"{root / folder / filename})")
-
-
-def _jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, row) for each JSON object line; a bad line is a DataError naming file and line."""
-    return list(read_rows(path))
 
 
 def _rate(num: float, den: float) -> float:
@@ -79,7 +75,7 @@ class _InstructionListEvaluator(Evaluator):
         path = find_file(data_dir, self.folder, self.filename, self.name)
         wanted = set(categories or [])
         out = []
-        for lineno, row in _jsonl(path):
+        for lineno, row in iter_jsonl(path):
             constraints = parse_official(row, path=str(path), row_no=lineno)
             prompt = row.get("prompt")
             if not isinstance(prompt, str):
@@ -136,16 +132,20 @@ class _InstructionListEvaluator(Evaluator):
         return EvalReport(rows=rows, summary=summary, table=table)
 
 
+@EVALUATORS.register("ifeval")
 class IFEvalEvaluator(_InstructionListEvaluator):
+    """IFEval (541 prompts): strict/loose prompt- and instruction-level accuracy."""
+
     name = "ifeval"
-    description = "IFEval (541 prompts): strict/loose prompt- and instruction-level accuracy"
     folder = "ifeval"
     filename = "input_data.jsonl"
 
 
+@EVALUATORS.register("ifbench")
 class IFBenchEvaluator(_InstructionListEvaluator):
+    """IFBench (300 prompts, 58 constraint types): strict/loose prompt- and instruction-level accuracy."""
+
     name = "ifbench"
-    description = "IFBench (300 prompts, 58 constraint types): strict/loose prompt- and instruction-level accuracy"
     folder = "ifbench"
     filename = "IFBench_test.jsonl"
 
@@ -159,10 +159,12 @@ def _muldimif_module() -> Any:
     return muldimif
 
 
+@EVALUATORS.register("muldimif")
 class MulDimIFEvaluator(Evaluator):
+    """MulDimIF (1,200 prompts): accuracy (all constraints of a prompt hold)."""
+
     name = "muldimif"
     task = "ifollow"
-    description = "MulDimIF (1,200 prompts): accuracy (all constraints of a prompt hold)"
     max_new_tokens = 1280
 
     def cases(self, data_dir: str | None = None, categories: Sequence[str] | None = None) -> list[EvalCase]:

@@ -16,14 +16,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from evals.base import EvalCase, EvalReport, Evaluator
+from evals.registry import EVALUATORS
 
 DEFAULT_CASES = 200
 
 
+@EVALUATORS.register("ifollow-heldout")
 class IFollowHeldoutEvaluator(Evaluator):
+    """Held-out generated multi-constraint prompts (no data files needed; the main job's evaluation)."""
+
     name = "ifollow-heldout"
     task = "ifollow"
-    description = "held-out generated multi-constraint prompts (no data files needed)"
     max_new_tokens = 256
 
     def __init__(self, size: int = DEFAULT_CASES):

@@ -16,7 +16,6 @@ Figures: prompt-level accuracy (every rubric item satisfied) and item-level accu
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +23,9 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from evals.base import EvalCase, EvalReport, Evaluator
-from harness.registry import Registry
+from evals.registry import EVALUATORS
+from mrbench_core.jsonio import iter_jsonl
+from mrbench_core.registry import Registry
 from tasks.base import DataError
 
 JUDGE_ENV = "MRBENCH_JUDGE"
@@ -67,23 +68,12 @@ HOW_TO_CONFIGURE = (
 )
 
 
-def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    out = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.strip():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"not valid JSON ({exc.msg})", path=str(path), row=lineno) from exc
-                out.append((lineno, row))
-    return out
-
-
+@EVALUATORS.register("advancedif")
 class AdvancedIFEvaluator(Evaluator):
+    """AdvancedIF-style rubric grading through a configured judge."""
+
     name = "advancedif"
     task = "ifollow"
-    description = "AdvancedIF-style rubric grading through a configured judge"
     max_new_tokens = 1280
 
     def __init__(self, judge: str | Judge | None = None):
@@ -110,7 +100,7 @@ class AdvancedIFEvaluator(Evaluator):
             raise DataError(f"advancedif: no *.jsonl under {root} or {root / 'advancedif'}")
         out = []
         for path in files:
-            for lineno, row in _rows(path):
+            for lineno, row in iter_jsonl(path, objects=False):
                 out.append(self._case(row, path, lineno))
         wanted = set(categories or [])
         return [c for c in out if not wanted or c.category in wanted]

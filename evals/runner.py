@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.base import EvalCase, Evaluator
-from harness.records import atomic_write_json, atomic_write_text
-from harness.scoring import read_rows
+from evals.base import EvalCase
+from evals.registry import make_evaluator
+from mrbench_core.jsonio import atomic_write_json, atomic_write_text, iter_jsonl
 
-
-def make_evaluator(name: str) -> Evaluator:
-    from harness.catalog import EVALUATORS
-
-    return EVALUATORS.get(name)()
+#: how responses are generated for ``--model``: (chat messages per case, max new tokens) -> texts,
+#: greedy; the harness builds one from the configured backend
+Generate = Callable[[list[list[dict[str, str]]], int], list[str]]
 
 
 def read_predictions(path: str | Path, cases: Sequence[EvalCase]) -> tuple[dict[str, str], list[str]]:
@@ -34,7 +32,7 @@ def read_predictions(path: str | Path, cases: Sequence[EvalCase]) -> tuple[dict[
     ids = {c.id for c in cases}
     out: dict[str, str] = {}
     unknown: list[str] = []
-    for lineno, row in read_rows(path):
+    for lineno, row in iter_jsonl(path):
         rid = row.get("id", row.get("key"))
         if rid is None and isinstance(row.get("prompt"), str):
             rid = by_prompt.get(row["prompt"])
@@ -51,19 +49,42 @@ def read_predictions(path: str | Path, cases: Sequence[EvalCase]) -> tuple[dict[
     return out, unknown
 
 
-def generate_for_cases(model: str, cases: Sequence[EvalCase], max_new_tokens: int) -> dict[str, str]:
-    """Greedy responses for the cases that can be scored (a case with ``meta['skip_reason']``,
-    e.g. a question on a missing database, is not generated for: it will be reported as skipped)."""
-    from harness.generation import generate_greedy
-
+def generate_for_cases(generate: Generate, cases: Sequence[EvalCase], max_new_tokens: int) -> dict[str, str]:
+    """Responses for the cases that can be scored (a case with ``meta['skip_reason']``, e.g. a
+    question on a missing database, is not generated for: it will be reported as skipped)."""
     todo = [c for c in cases if not c.meta.get("skip_reason")]
-    texts = generate_greedy(model, [c.messages for c in todo], max_new_tokens=max_new_tokens)
+    texts = generate([c.messages for c in todo], max_new_tokens)
     return {c.id: t for c, t in zip(todo, texts)}
 
 
-def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, model: str | None = None,
-             data_dir: str | None = None, categories: Sequence[str] | None = None, limit: int | None = None,
-             max_new_tokens: int | None = None) -> dict[str, Any]:
+def benchmark_results(benchmarks: Mapping[str, str | None], generate: Generate, *, limit: int | None = None,
+                      max_new_tokens: int | None = None) -> dict[str, Any]:
+    """Evaluate one policy on several benchmarks (name -> data directory; the end of
+    ``mrbench run``): per benchmark ``{summary, table, cases, skipped}``, or ``{error}`` when its
+    data cannot be loaded, plus the cross-benchmark averages of :func:`suite_averages`."""
+    results: dict[str, Any] = {}
+    for name, data_dir in benchmarks.items():
+        evaluator = make_evaluator(name)
+        try:
+            cases = evaluator.cases(data_dir=data_dir)
+        except (FileNotFoundError, ValueError) as exc:
+            results[name] = {"error": str(exc)}
+            continue
+        cases = cases[:limit] if limit is not None else cases
+        responses = generate_for_cases(generate, cases, max_new_tokens or evaluator.max_new_tokens)
+        report = evaluator.score(cases, responses)
+        results[name] = {"summary": report.summary, "table": report.table, "cases": len(cases),
+                         "skipped": len(report.skipped)}
+    averages = suite_averages({n: r["summary"] for n, r in results.items() if "summary" in r})
+    for key, value in averages.items():
+        results[key] = {"summary": value, "table": f"{key}: {value}", "cases": 0, "skipped": 0}
+    return results
+
+
+def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, generate: Generate | None = None,
+             model: str | None = None, data_dir: str | None = None, categories: Sequence[str] | None = None,
+             limit: int | None = None, max_new_tokens: int | None = None) -> dict[str, Any]:
+    """One benchmark from a predictions file, or from ``generate`` (``model`` names it in the summary)."""
     evaluator = make_evaluator(name)
     cases = evaluator.cases(data_dir=data_dir, categories=categories)
     if limit is not None:
@@ -75,8 +96,9 @@ def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, 
     if predictions is not None:
         responses, unknown = read_predictions(predictions, cases)
     else:
-        assert model is not None
-        responses = generate_for_cases(model, cases, max_new_tokens or evaluator.max_new_tokens)
+        if generate is None:
+            raise ValueError("run_eval needs a predictions file or a generate function")
+        responses = generate_for_cases(generate, cases, max_new_tokens or evaluator.max_new_tokens)
         atomic_write_text(out / "predictions.jsonl", "".join(
             json.dumps({"id": cid, "response": text}, ensure_ascii=False) + "\n" for cid, text in responses.items()))
     t_gen = time.time() - t0
@@ -94,7 +116,7 @@ def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, 
         "missing_predictions": len(missing),
         "unmatched_predictions": len(unknown),
         "skipped": len(report.skipped),
-        "source": "model:" + model if model else "predictions:" + str(predictions),
+        "source": "predictions:" + str(predictions) if predictions is not None else f"model:{model}",
         "seconds_generate": round(t_gen, 3),
         "seconds_score": round(t_score, 3),
     })
@@ -117,10 +139,10 @@ def suite_averages(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def run_suite(names: Sequence[str], *, out_dir: str | Path, model: str, **kwargs: Any) -> dict[str, Any]:
+def run_suite(names: Sequence[str], *, out_dir: str | Path, generate: Generate, **kwargs: Any) -> dict[str, Any]:
     """Several benchmarks with one model: each into ``out_dir/<name>/``, plus ``suite.json`` with
     every summary and the cross-benchmark averages."""
-    summaries = {name: run_eval(name, out_dir=Path(out_dir) / name, model=model, **kwargs) for name in names}
+    summaries = {name: run_eval(name, out_dir=Path(out_dir) / name, generate=generate, **kwargs) for name in names}
     suite = {"benchmarks": {n: {k: v for k, v in s.items() if k != "table"} for n, s in summaries.items()},
              **suite_averages(summaries)}
     atomic_write_json(Path(out_dir) / "suite.json", suite)

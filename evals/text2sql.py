@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evals.base import EvalCase, EvalReport, Evaluator
+from evals.registry import EVALUATORS
 from tasks.text2sql.data import load_records, resolve_layout
 from tasks.text2sql.extract import extract_sql_lenient
 from tasks.text2sql.match import results_match
@@ -41,12 +42,11 @@ class Text2SQLEvaluator(Evaluator):
     task = "text2sql"
     max_new_tokens = 2048
 
-    def __init__(self, benchmark: str, description: str = "", limits: SandboxLimits | None = None,
+    def __init__(self, benchmark: str, limits: SandboxLimits | None = None,
                  sample_rows: int = 0, cache_dir: str | None = None) -> None:
         layout = resolve_layout(benchmark)
         self.name = layout.name
         self.benchmark = layout.name
-        self.description = description or f"{layout.name} execution accuracy"
         self.semantics = "bird" if layout.name.startswith("bird") else "spider"
         self.sandbox = WorkerSandbox(limits or SandboxLimits(timeout_s=30.0))
         self.reference_cache = ReferenceCache(self.sandbox, disk_dir=cache_dir)
@@ -157,25 +157,37 @@ def paper_average(accuracies: Mapping[str, float]) -> dict[str, Any]:
     return {"average": avg, "benchmarks": present, "missing": missing, "complete": not missing}
 
 
+@EVALUATORS.register("spider-dev")
 def spider_dev() -> Text2SQLEvaluator:
-    return Text2SQLEvaluator("spider-dev", "Spider 1.0 dev execution accuracy")
+    """Spider 1.0 dev execution accuracy."""
+    return Text2SQLEvaluator("spider-dev")
 
 
+@EVALUATORS.register("spider-test")
 def spider_test() -> Text2SQLEvaluator:
-    return Text2SQLEvaluator("spider-test", "Spider 1.0 test execution accuracy (needs test.json, test_database/)")
+    """Spider 1.0 test execution accuracy (needs test.json, test_database/)."""
+    return Text2SQLEvaluator("spider-test")
 
 
+@EVALUATORS.register("spider-syn")
 def spider_syn() -> Text2SQLEvaluator:
-    return Text2SQLEvaluator("spider-syn", "Spider-Syn dev execution accuracy")
+    """Spider-Syn dev execution accuracy."""
+    return Text2SQLEvaluator("spider-syn")
 
 
+@EVALUATORS.register("spider-realistic")
 def spider_realistic() -> Text2SQLEvaluator:
-    return Text2SQLEvaluator("spider-realistic", "Spider-Realistic execution accuracy")
+    """Spider-Realistic execution accuracy."""
+    return Text2SQLEvaluator("spider-realistic")
 
 
+@EVALUATORS.register("spider-dk")
 def spider_dk() -> Text2SQLEvaluator:
-    return Text2SQLEvaluator("spider-dk", "Spider-DK execution accuracy")
+    """Spider-DK execution accuracy."""
+    return Text2SQLEvaluator("spider-dk")
 
 
+@EVALUATORS.register("bird-dev")
 def bird_dev() -> Text2SQLEvaluator:
-    return Text2SQLEvaluator("bird-dev", "BIRD dev execution accuracy (needs dev_databases/)")
+    """BIRD dev execution accuracy (needs dev_databases/)."""
+    return Text2SQLEvaluator("bird-dev")

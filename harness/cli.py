@@ -14,8 +14,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from harness.registry import RegistryError, UnknownNameError
-from tasks.base import DataError
+from mrbench_core.errors import DataError
+from mrbench_core.registry import RegistryError, UnknownNameError
 
 
 def _split_overrides(extra: Sequence[str]) -> list[tuple[str, str]]:
@@ -47,12 +47,20 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    from harness.catalog import registries
+def registries() -> dict[str, list[tuple[str, str]]]:
+    """(name, description) of every registered task, algorithm, backend and evaluator."""
+    from algorithms.registry import describe_algorithms
+    from evals.registry import EVALUATORS
+    from harness.backends import BACKENDS
+    from tasks.registry import TASKS
 
-    for title, reg in registries().items():
+    return {"tasks": TASKS.describe(), "algorithms": describe_algorithms(), "backends": BACKENDS.describe(),
+            "evaluators": EVALUATORS.describe()}
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for title, rows in registries().items():
         print(f"{title}:")
-        rows = reg.describe()
         width = max((len(n) for n, _ in rows), default=0)
         for name, desc in rows:
             print(f"  {name.ljust(width)}  {desc}")
@@ -89,18 +97,24 @@ def cmd_score(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from evals.runner import run_eval, run_suite
 
+    generate = None
     if (args.predictions is None) == (args.model is None):
         print("mrbench eval: give exactly one of --predictions FILE or --model M", file=sys.stderr)
         return 2
+    if args.model is not None:
+        from harness.generation import backend_generate
+
+        generate = backend_generate(args.model, backend=args.backend, config=args.config)
     if len(args.name) > 1:
         if args.model is None:
             print("mrbench eval: several benchmarks need --model (a predictions file belongs to one benchmark)",
                   file=sys.stderr)
             return 2
-        summary = run_suite(args.name, out_dir=args.out, model=args.model, data_dir=args.data_dir,
+        summary = run_suite(args.name, out_dir=args.out, generate=generate, model=args.model, data_dir=args.data_dir,
                             categories=args.categories, limit=args.limit, max_new_tokens=args.max_new_tokens)
     else:
-        summary = run_eval(args.name[0], out_dir=args.out, predictions=args.predictions, model=args.model,
+        summary = run_eval(args.name[0], out_dir=args.out, predictions=args.predictions, generate=generate,
+                           model=args.model,
                            data_dir=args.data_dir, categories=args.categories, limit=args.limit,
                            max_new_tokens=args.max_new_tokens)
     print(summary.get("table", ""))
@@ -142,7 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("name", nargs="+", help="benchmark name(s); several with --model write DIR/<name>/ each "
                     "and suite.json with cross-benchmark averages (e.g. the text-to-SQL paper average)")
     ev.add_argument("--predictions", help="JSONL rows {id, response} with raw model text")
-    ev.add_argument("--model", help="generate greedily with this model first")
+    ev.add_argument("--model", help="generate greedily with this model first, through the configured backend")
+    ev.add_argument("--backend", help="backend that generates for --model (default: the config's, local)")
+    ev.add_argument("--config", help="run recipe whose model and backend settings --model generation uses")
     ev.add_argument("--out", required=True)
     ev.add_argument("--data-dir")
     ev.add_argument("--categories", nargs="+")

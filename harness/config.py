@@ -97,15 +97,15 @@ class OptimConfig:
     clip_high: float = 0.2  # epsilon_h of Eq. 3
     kl_coef: float = 0.0  # k3 estimator against the initial policy
     entropy_coef: float = 0.0
-    opsd_coef: float = 1.0  # weight of the OPSD distillation loss (algo opsd only)
 
 
 @dataclass
 class ScheduleConfig:
     steps: int = 4
     checkpoint_every: int = 1  # steps; 0 = only at the end and on SIGTERM/SIGINT
-    # evaluated greedily at the end of the run; the main job uses held-out generated prompts (no data needed)
-    eval_benchmarks: list[str] = field(default_factory=lambda: ["ifollow-heldout"])
+    # evaluated greedily at the end of the run; None: the task's own (Task.default_benchmarks)
+    eval_benchmarks: list[str] | None = None
+    eval_other_tasks: bool = False  # allow a benchmark of another task in eval_benchmarks
     eval_limit: int | None = 8  # cases per benchmark for the end-of-run evaluation (None: all)
     eval_max_new_tokens: int | None = 128  # None: each benchmark's own default
     eval_data_dir: str | None = None

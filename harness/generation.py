@@ -1,20 +1,24 @@
-"""Greedy generation for ``mrbench eval NAME --model M``: the local backend's rollout path.
+"""Greedy generation for ``mrbench eval NAME --model M``, through the configured backend.
 
-The model is loaded as ``mrbench run`` would load it (embedded names, hub ids, local paths),
-in the rollout dtype the hardware supports, and answers every case greedily.
+The run config is resolved as ``mrbench run`` resolves it (defaults, ``--config`` recipe,
+overrides), with the model set to M, so the backend and its options (device, precision,
+attention) are the ones a training run of that recipe would use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from evals.runner import Generate
 from harness.config import resolve
 
 
-def generate_greedy(model: str, messages_list: Sequence[list[dict[str, str]]], *, max_new_tokens: int,
-                    device: str = "auto", dtype: str = "auto") -> list[str]:
-    from harness.backends.local import LocalBackend
+def backend_generate(model: str, *, backend: str | None = None, config: str | None = None,
+                     overrides: Sequence[tuple[str, str]] = ()) -> Generate:
+    """A ``generate(messages_list, max_new_tokens)`` from the configured backend's ``generate``."""
+    from harness.backends import BACKENDS
 
-    cfg = resolve(None, [("model", model), ("model.device", device), ("model.dtype", dtype)])
-    backend = LocalBackend(cfg)
-    return backend.generate(list(messages_list), max_new_tokens=max_new_tokens)
+    pairs = [("model", model), *overrides] + ([("backend", backend)] if backend else [])
+    cfg = resolve(config, pairs)
+    instance = BACKENDS.get(cfg.backend.name)(cfg)
+    return instance.generate

@@ -24,16 +24,18 @@ import json
 import os
 import platform
 import subprocess
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.config import RunConfig, model_slug
+from mrbench_core.errors import DataError
+from mrbench_core.jsonio import atomic_write_json, atomic_write_text, iter_jsonl  # noqa: F401  (re-exported)
 
 STATUS_RUNNING = "running"
 STATUS_FINISHED = "finished"
+STATUS_FAILED = "failed"
 
 
 class RecordError(RuntimeError):
@@ -42,26 +44,6 @@ class RecordError(RuntimeError):
 
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def read_json(path: Path) -> Any:
@@ -78,15 +60,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
-    rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{path}, line {lineno}: corrupt or truncated JSON line ({exc})") from exc
-    return rows
+    try:
+        return [row for _, row in iter_jsonl(path, objects=False)]
+    except DataError as exc:
+        raise RecordError(f"{path}, line {exc.row}: corrupt or truncated JSON line ({exc})") from exc
 
 
 def git_commit(cwd: Path | None = None) -> dict[str, Any]:
@@ -194,6 +171,10 @@ class RunRecord:
 
     def finish(self, summary: dict[str, Any] | None = None) -> None:
         self.update_provenance(status=STATUS_FINISHED, finished=now_iso(), summary=summary or {})
+
+    def fail(self, reason: str) -> None:
+        """Mark a run that stopped on an error: ``status: failed`` with the reason (a rerun resumes)."""
+        self.update_provenance(status=STATUS_FAILED, failed=now_iso(), failure=reason)
 
     @property
     def finished(self) -> bool:

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from mrbench_core.replay_kinds import ReplayRequest
 from harness.replay import ReplayEngine, ReplayJob
 
 #: sequences per replay wave, in engine batches (see :func:`leave_one_out`)
@@ -238,15 +239,14 @@ def teacher(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[
     return res
 
 
-BUILDERS = {"leave_one_out": leave_one_out, "joint": joint, "rubric": rubric, "teacher": teacher}
+BUILDERS = {ReplayRequest.LEAVE_ONE_OUT: leave_one_out, ReplayRequest.JOINT: joint,
+            ReplayRequest.RUBRIC: rubric, ReplayRequest.TEACHER: teacher}
 
 
-def replay_for(request: str, engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[Any],
-               rewards: Tensor, group_ids: Tensor, T: int) -> ReplayResult:
-    """Dispatch on the algorithm's ``replay_request`` value ("none" gives an empty result)."""
-    request = getattr(request, "value", request)
-    if request == "none":
+def replay_for(request: ReplayRequest | str, engine: ReplayEngine, task: Any, tokenizer: Any,
+               rollouts: Sequence[Any], rewards: Tensor, group_ids: Tensor, T: int) -> ReplayResult:
+    """Run the builder of the algorithm's replay kind (``none`` gives an empty result)."""
+    kind = ReplayRequest(request)
+    if kind is ReplayRequest.NONE:
         return ReplayResult(pairs_total=int((~torch.isnan(rewards)).sum()))
-    if request not in BUILDERS:
-        raise ValueError(f"unknown replay request {request!r}; known: none, {', '.join(BUILDERS)}")
-    return BUILDERS[request](engine, task, tokenizer, rollouts, rewards, group_ids, T)
+    return BUILDERS[kind](engine, task, tokenizer, rollouts, rewards, group_ids, T)

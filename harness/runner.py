@@ -1,4 +1,4 @@
-"""Run one cell: open its record, train with the configured backend, evaluate, finish, summarise."""
+"""Run one cell: pre-flight, open its record, train with the configured backend, evaluate, finish, summarise."""
 
 from __future__ import annotations
 
@@ -8,36 +8,10 @@ import sys
 import time
 from typing import Any
 
+from evals.runner import benchmark_results
 from harness.config import RunConfig
+from harness.preflight import PreflightError, preflight
 from harness.records import RecordError, RunRecord
-
-
-def evaluate_after_training(backend: Any, cfg: RunConfig) -> dict[str, Any]:
-    """Greedy end-of-run evaluation on ``cfg.schedule.eval_benchmarks`` with the trained policy."""
-    from evals.runner import make_evaluator
-
-    results: dict[str, Any] = {}
-    for name in cfg.schedule.eval_benchmarks:
-        evaluator = make_evaluator(name)
-        try:
-            cases = evaluator.cases(data_dir=cfg.schedule.eval_data_dir)
-        except (FileNotFoundError, ValueError) as exc:
-            results[name] = {"error": str(exc)}
-            continue
-        if cfg.schedule.eval_limit is not None:
-            cases = cases[: cfg.schedule.eval_limit]
-        todo = [c for c in cases if not c.meta.get("skip_reason")]
-        max_new = cfg.schedule.eval_max_new_tokens or evaluator.max_new_tokens
-        texts = backend.generate([c.messages for c in todo], max_new_tokens=max_new)
-        report = evaluator.score(cases, {c.id: t for c, t in zip(todo, texts)})
-        results[name] = {"summary": report.summary, "table": report.table, "cases": len(cases),
-                         "skipped": len(report.skipped)}
-    from evals.runner import suite_averages
-
-    averages = suite_averages({n: r["summary"] for n, r in results.items() if "summary" in r})
-    for key, value in averages.items():
-        results[key] = {"summary": value, "table": f"{key}: {value}", "cases": 0, "skipped": 0}
-    return results
 
 
 def _fmt(value: Any) -> str:
@@ -63,8 +37,13 @@ def print_summary(rec: RunRecord, summary: dict[str, Any], eval_results: dict[st
 
 
 def run(cfg: RunConfig) -> int:
-    from harness.catalog import BACKENDS
-
+    """Pre-flight, open the record, train, evaluate, finish. A run that stops on an error leaves
+    its record marked ``failed`` with the reason (rerunning the command resumes it)."""
+    try:
+        plan = preflight(cfg)
+    except PreflightError as exc:
+        print(f"mrbench run: {exc}", file=sys.stderr)
+        return 2
     try:
         rec = RunRecord.open(cfg)
     except RecordError as exc:
@@ -75,10 +54,16 @@ def run(cfg: RunConfig) -> int:
             print(f"{rec.path}: this run already finished; not rerunning (remove the directory to start over)")
             print_summary(rec, rec.provenance().get("summary", {}))
             return 0
-        backend = BACKENDS.get(cfg.backend.name)(cfg)
         t0 = time.time()
-        summary = backend.train(rec)
-        eval_results = evaluate_after_training(backend, cfg) if cfg.schedule.eval_benchmarks else {}
+        try:
+            backend = plan.backend_class(cfg, plan.task, plan.algorithm)
+            summary = backend.train(rec)
+            s = cfg.schedule
+            eval_results = benchmark_results(plan.benchmarks, backend.generate, limit=s.eval_limit,
+                                             max_new_tokens=s.eval_max_new_tokens)
+        except BaseException as exc:
+            rec.fail(f"{type(exc).__name__}: {exc}")
+            raise
         rec.write_eval({"benchmarks": eval_results, "eval_limit": cfg.schedule.eval_limit})
         summary = dict(summary)
         summary["wall_seconds"] = round(time.time() - t0, 1)

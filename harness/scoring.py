@@ -10,36 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.records import atomic_write_text
+from mrbench_core.jsonio import atomic_write_text, iter_jsonl
 from tasks.base import DataError, Task
-
-
-def make_task(name: str, **options: Any) -> Task:
-    from harness.catalog import TASKS
-
-    factory = TASKS.get(name)
-    return factory(**options)
-
-
-def read_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"not valid JSON ({exc})", path=str(path), row=lineno) from exc
-            if not isinstance(row, dict):
-                raise DataError("each line must be a JSON object", path=str(path), row=lineno)
-            yield lineno, row
+from tasks.registry import make_task
 
 
 def row_id(row: dict[str, Any], lineno: int) -> str:
@@ -74,7 +50,7 @@ def score_row(task: Task, row: dict[str, Any], *, where: str, lineno: int, data_
 def score_file(task_name: str, data: str, out: str, *, data_dir: str | None = None) -> int:
     task = make_task(task_name)
     lines = []
-    for lineno, row in read_rows(data):
+    for lineno, row in iter_jsonl(data):
         scored = score_row(task, row, where=str(data), lineno=lineno, data_dir=data_dir)
         lines.append(json.dumps(scored, ensure_ascii=False, default=str))
     atomic_write_text(Path(out), "".join(line + "\n" for line in lines))

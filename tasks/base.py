@@ -1,6 +1,6 @@
 """The task protocol: what a task gives the harness and what its verifiers return.
 
-The path of one training step (see design.md):
+The path of one training step:
 1. ``Task.load(...)`` yields :class:`Example` s: chat messages plus what the verifiers need.
 2. A backend samples responses for ``Example.messages``.
 3. ``Task.score(example, response)`` returns one :class:`Verdict` per reward, in the order of
@@ -23,22 +23,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mrbench_core.errors import DataError
+from mrbench_core.replay_kinds import ReplayRequest
+
+__all__ = ["DataError", "Example", "Message", "ReplayContexts", "RewardSpec", "Task", "Verdict"]
+
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
-
-
-class DataError(ValueError):
-    """Malformed data: the message names the file and the row."""
-
-    def __init__(self, message: str, *, path: str | None = None, row: int | str | None = None):
-        where = ""
-        if path is not None:
-            where = f"{path}"
-            if row is not None:
-                where += f", row {row}"
-            where += ": "
-        super().__init__(where + message)
-        self.path = path
-        self.row = row
 
 
 @dataclass(frozen=True)
@@ -123,6 +113,25 @@ class Task(ABC):
     format_reward: str | None = "format"
     #: order in which blocks are concatenated into P_all (reward names); None = reward order
     block_order: Sequence[str] | None = None
+
+    # -- what the task offers -------------------------------------------------------------
+    def supported_replays(self) -> set[ReplayRequest]:
+        """The replay kinds this task can build contexts for. Leave-one-out and joint replays use
+        the verifiers' blocks (or the task's own :meth:`replay_contexts`); the rubric replay
+        (CoRT) needs :meth:`without_rubric` and the teacher replay (OPSD) needs
+        :meth:`teacher_messages`, each supported once a subclass defines it."""
+        kinds = {ReplayRequest.NONE, ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT}
+        if type(self).without_rubric is not Task.without_rubric:
+            kinds.add(ReplayRequest.RUBRIC)
+        if type(self).teacher_messages is not Task.teacher_messages:
+            kinds.add(ReplayRequest.TEACHER)
+        return kinds
+
+    def default_benchmarks(self, data_dir: str | None = None) -> dict[str, str | None]:
+        """The evaluators a run of this task reports at its end: name -> the data directory to
+        read it from (None: the evaluator's own default). ``data_dir`` is the task's training
+        data directory, for tasks whose benchmark data sits beside it."""
+        return {}
 
     # -- data -----------------------------------------------------------------------------
     @abstractmethod

@@ -138,7 +138,6 @@ def test_backend_sets_the_rollout_attention(tmp_path, dtype, choice, rollout, po
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent))
     from toy_task import ToyTask, tiny_config
 
     from harness.backends.local import LocalBackend

@@ -18,7 +18,7 @@ from evals.bfcl import (
     score_case,
     summarize,
 )
-from harness.catalog import EVALUATORS
+from evals.registry import EVALUATORS
 from tasks.base import DataError
 from tasks.toolcall.bfcl_gold import gold_response
 from tasks.toolcall.bfcl_prompts import case_messages, decode_calls

@@ -62,7 +62,8 @@ def test_unknown_task_lists_known_ones(tmp_path, capsys):
     data.write_text("{}\n")
     assert cli.main(["score", "nosuchtask", "--data", str(data), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "unknown task 'nosuchtask'" in err and "ifollow, text2sql, toolcall" in err
+    assert "unknown task 'nosuchtask'" in err
+    assert all(name in err for name in ("ifollow", "text2sql", "toolcall"))  # plugins may add names
 
 
 def test_run_rejects_bad_override(capsys):

@@ -11,7 +11,7 @@ import pytest
 from evals.base import EvalCase, Evaluator
 from evals.ifollow import IFBenchEvaluator, IFEvalEvaluator, MulDimIFEvaluator
 from evals.ifollow_judge import JUDGES, AdvancedIFEvaluator, JudgeNotConfigured, RubricVerdict
-from harness.catalog import EVALUATORS
+from evals.registry import EVALUATORS
 from tasks.base import DataError
 
 ROWS = [

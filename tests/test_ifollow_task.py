@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from harness.catalog import TASKS
+from tasks.registry import TASKS
 from tasks.base import DataError, Task
 from tasks.ifollow.generator import POOL, generate_prompt, generate_prompts
 from tasks.ifollow.task import InstructionFollowingTask

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
 from toy_task import ToyTask, tiny_config
 
 from harness.backends.local import LocalBackend
@@ -196,47 +195,6 @@ def test_other_algorithms_train_through_the_same_replay_engine(tmp_path, algo):
         assert all(r["opsd_loss"] > 0 for r in rows)  # teacher context differs from the student's
     before = _initial_params()
     assert any(not torch.equal(before[k], v) for k, v in backend.policy.state_dict().items())
-
-
-@pytest.mark.parametrize("requested,busy,load,cpus,expected", [
-    (3, 2.0, 99.0, 2, 3),  # asked for: always
-    (0, 1.6, 0.1, 2, 1),  # others use most of the CPUs now
-    (0, 1.0, 0.1, 2, 1),
-    (0, 0.3, 5.0, 2, None),  # the load average still remembers an install; the CPUs are idle now
-    (0, 3.0, 3.0, 16, None),
-    (0, None, 5.0, 2, 1),  # no /proc/stat: the load average decides
-    (0, None, 0.5, 2, None),
-])
-def test_thread_policy(monkeypatch, requested, busy, load, cpus, expected):
-    import os
-
-    from harness.backends import local
-
-    monkeypatch.setattr(local, "busy_cpus", lambda window=0.5: busy)
-    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
-    assert local.choose_threads(requested) == (torch.get_num_threads() if expected is None else expected)
-
-
-def test_busy_cpus_reads_proc_stat_deltas(monkeypatch):
-    from harness.backends import local
-
-    samples = iter([(100, 1000), (250, 1200)])  # 150 of 200 ticks busy
-    monkeypatch.setattr(local, "_cpu_times", lambda: next(samples))
-    monkeypatch.setattr(local.os, "cpu_count", lambda: 2)
-    assert local.busy_cpus(window=0.0) == pytest.approx(1.5)
-    monkeypatch.setattr(local, "_cpu_times", lambda: None)
-    assert local.busy_cpus(window=0.0) is None
-
-
-def test_cpu_times_on_this_machine():
-    from harness.backends import local
-
-    times = local._cpu_times()
-    if times is None:
-        pytest.skip("no /proc/stat here")
-    busy, total = times
-    assert 0 <= busy <= total
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None and torch.cuda.is_available(),

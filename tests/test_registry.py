@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from harness.registry import Registry, RegistryError, UnknownNameError
+from mrbench_core.registry import Registry, RegistryError, UnknownNameError
 
 
 def test_register_twice_raises():
@@ -26,12 +26,32 @@ def test_unknown_name_lists_known_names():
 def test_lazy_entry_imports_on_first_get():
     reg = Registry("widget")
     reg.add("join", "os.path:join", "path join")
-    assert reg.entry("join").is_lazy
+    assert not reg.entry("join").resolved
     import os.path
 
     assert reg.get("join") is os.path.join
-    assert not reg.entry("join").is_lazy
+    assert reg.entry("join").resolved
     assert reg.describe() == [("join", "path join")]
+
+
+def test_registration_at_the_definition_through_a_module_index(tmp_path, monkeypatch):
+    """``lazy(name, module)`` says where a built-in lives; its ``@register`` runs on first lookup,
+    and the description is the first line of the docstring, written once."""
+    (tmp_path / "widget_defs.py").write_text(
+        "from tests_widget_registry import WIDGETS\n\n"
+        "@WIDGETS.register('gear')\nclass Gear:\n    \"\"\"A toothed wheel.\n\n    More text.\"\"\"\n")
+    (tmp_path / "tests_widget_registry.py").write_text(
+        "from mrbench_core.registry import Registry\nWIDGETS = Registry('widget')\n"
+        "WIDGETS.lazy('gear', 'widget_defs')\nWIDGETS.lazy('ghost', 'widget_defs')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    mod = importlib.import_module("tests_widget_registry")
+    assert mod.WIDGETS.names() == ["gear", "ghost"] and not mod.WIDGETS.entry("gear").resolved
+    assert mod.WIDGETS.get("gear").__name__ == "Gear"
+    assert mod.WIDGETS.description("gear") == "A toothed wheel."
+    with pytest.raises(RegistryError, match="did not register it"):
+        mod.WIDGETS.get("ghost")
 
 
 def test_broken_lazy_target_is_a_clear_error():
@@ -74,7 +94,7 @@ def test_entry_points_are_loaded(monkeypatch):
 
 
 def test_importing_harness_imports_no_torch():
-    code = "import harness, harness.catalog, harness.config, harness.records, harness.cli; import sys; " \
+    code = "import harness, harness.config, harness.records, harness.cli; import sys; " \
            "print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

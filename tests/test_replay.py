@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
 from toy_task import ToyTask
 
 from harness.backends.rollout import Rollout

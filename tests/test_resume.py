@@ -24,7 +24,6 @@ CHILD = f"""
 import sys, time
 import torch
 torch.set_num_threads(1)
-sys.path.insert(0, {str(TESTS)!r})
 from toy_task import register
 register()
 from harness.backends.local import LocalBackend
@@ -55,13 +54,19 @@ def _args(out_dir: Path) -> list[str]:
             "--schedule.checkpoint_every", "1", "--algo.warmup_steps", "0", "--output.dir", str(out_dir)]
 
 
+def _child_env() -> dict[str, str]:
+    """The child imports the test helpers the way pytest does (``pythonpath`` in pyproject)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def _command(out_dir: Path) -> list[str]:
     return [sys.executable, "-c", CHILD, *_args(out_dir)]
 
 
 def _run_in_process(out_dir: Path) -> int:
     """The same command through the CLI entry point, in this process (cheaper than a new interpreter)."""
-    sys.path.insert(0, str(TESTS))
     from toy_task import register
 
     from harness.cli import main
@@ -82,11 +87,13 @@ def _comparable(rows: list[dict]) -> list[dict]:
 
 
 def _run(out_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(_command(out_dir), check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(_command(out_dir), check=False, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=_child_env())
 
 
 def _start_and_signal(out_dir: Path, sig: int) -> subprocess.Popen:
-    proc = subprocess.Popen(_command(out_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(_command(out_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_child_env())
     deadline = time.time() + 240
     while time.time() < deadline:
         if (out_dir / "checkpoint" / "state.pt").exists() and len(_metrics(out_dir)) >= 1:

@@ -9,7 +9,7 @@ import os
 import pytest
 from text2sql_fixtures import answer, make_db
 
-from harness.catalog import TASKS
+from tasks.registry import TASKS
 from tasks.base import DataError, Task
 from tasks.text2sql.schema import schema_from_database, schema_from_tables_entry
 from tasks.text2sql.task import Text2SQLTask

@@ -12,7 +12,7 @@ from text2sql_fixtures import answer, make_db
 
 from evals.base import Evaluator
 from evals.text2sql import PAPER_BENCHMARKS, Text2SQLEvaluator, paper_average, spider_dev
-from harness.catalog import EVALUATORS
+from evals.registry import EVALUATORS
 from tasks.text2sql.templates import render_teacher_answer
 
 

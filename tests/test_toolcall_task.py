@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from harness.catalog import TASKS
+from tasks.registry import TASKS
 from tasks.base import DataError, Task
 from tasks.toolcall import demo, templates
 from tasks.toolcall.demo_tools import TOOLS

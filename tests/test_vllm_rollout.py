@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
 from toy_task import ToyTask, tiny_config
 
 from harness.backends.local import LocalBackend, _step_seed

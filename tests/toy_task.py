@@ -70,7 +70,7 @@ class ToyTask(Task):
 
 
 def register() -> None:
-    from harness.catalog import TASKS
+    from tasks.registry import TASKS
 
     if TOY_NAME not in TASKS:
         TASKS.add(TOY_NAME, ToyTask, "synthetic test task")

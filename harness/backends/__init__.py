@@ -1,0 +1,13 @@
+"""Backends: what trains a policy for one run and generates with it.
+
+``BACKENDS`` maps a name to a :class:`harness.backends.base.Backend` subclass; each built-in
+registers itself where it is defined, and outside packages add theirs through the
+``mrbench.backends`` entry-point group. The contract is written in :mod:`harness.backends.base`.
+"""
+
+from __future__ import annotations
+
+from mrbench_core.registry import Registry
+
+BACKENDS = Registry("backend", "mrbench.backends")
+BACKENDS.lazy("local", "harness.backends.local")

@@ -24,9 +24,9 @@ loaded when needed; with LoRA it is the base model with the adapter disabled.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
-import os
 import signal
 import time
 from typing import Any
@@ -35,7 +35,8 @@ import numpy as np
 import torch
 
 from harness.attention import use_for_rollout
-from harness.backends import checkpoint
+from harness.backends.base import Backend
+from harness.backends import BACKENDS, checkpoint
 from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
 from harness.backends.rollout import Rollout, batch_tensors, greedy_texts, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
@@ -44,67 +45,29 @@ from harness.config import RunConfig
 from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
 from harness.replay import ReplayEngine, decoder_and_head, head_logits
 from harness.replay_builders import ReplayResult, replay_for
+from harness.system import choose_threads
+from mrbench_core.replay_kinds import ReplayRequest
 
 
 class TrainingInterrupted(KeyboardInterrupt):
     """Raised after a checkpoint was written in response to SIGTERM/SIGINT; rerun to resume."""
 
 
-def _cpu_times() -> tuple[int, int] | None:
-    """(busy, total) CPU time in ticks since boot, all CPUs, from /proc/stat; None where absent."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    if len(fields) < 5:
-        return None
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
-def busy_cpus(window: float = 0.5) -> float | None:
-    """CPUs' worth of work that other processes run right now (sampled over ``window`` seconds,
-    while this process waits), or None where /proc/stat cannot be read."""
-    first = _cpu_times()
-    time.sleep(window)
-    second = _cpu_times()
-    if first is None or second is None or second[1] <= first[1]:
-        return None
-    share = (second[0] - first[0]) / (second[1] - first[1])
-    return share * (os.cpu_count() or 1)
-
-
-def choose_threads(requested: int) -> int:
-    """CPU intra-op threads: ``requested`` when > 0; else 1 when other work already occupies half
-    the CPUs, else torch's default. Occupancy is sampled over half a second from /proc/stat (the
-    1-minute load average lags: right after an install it still reads busy); the load average is
-    the fallback. Measured on a shared 2-core machine: with other work running, two OpenMP threads
-    made sampling 3x (load ~3) to 7x (load ~9) slower than one thread, while a second thread gains
-    at most ~1.5x on an idle machine."""
-    if requested > 0:
-        return requested
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    busy_now = busy_cpus()
-    if busy_now is not None:
-        busy = busy_now >= 0.5 * cpus
-    else:
-        try:
-            busy = os.getloadavg()[0] >= 0.5 * cpus
-        except OSError:
-            busy = False
-    return 1 if busy else torch.get_num_threads()
-
-
 def _step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step) % (2 ** 63)
 
 
-class LocalBackend:
-    """``LocalBackend(cfg).train(record) -> summary``; ``generate(messages_list, max_new_tokens)``."""
+@BACKENDS.register("local")
+class LocalBackend(Backend):
+    """In-process trainer on CPU or one GPU (transformers generate, optional vLLM)."""
 
-    def __init__(self, cfg: RunConfig, task: Any | None = None):
-        self.cfg = cfg
+    name = "local"
+    supported_replays = frozenset(ReplayRequest)
+    supports_reference = True
+    supports_extra_loss = True
+
+    def __init__(self, cfg: RunConfig, task: Any | None = None, algorithm: Any | None = None):
+        super().__init__(cfg, task, algorithm)
         self._task = task
         self.device = resolve_device(cfg.model.device)
         self.rollout_dtype = resolve_dtype(cfg.model.dtype, self.device)
@@ -124,10 +87,14 @@ class LocalBackend:
     @property
     def task(self) -> Any:
         if self._task is None:
-            from harness.catalog import TASKS
+            from tasks.registry import make_task
 
-            self._task = TASKS.get(self.cfg.task.name)(**self.cfg.task.options)
+            self._task = make_task(self.cfg.task.name, **self.cfg.task.options)
         return self._task
+
+    @task.setter
+    def task(self, value: Any) -> None:
+        self._task = value
 
     def _load_policy(self) -> None:
         m = self.cfg.model
@@ -147,7 +114,7 @@ class LocalBackend:
         self.policy = policy
         self.eos = eos_ids(self.tokenizer, loaded.model)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos[0]
-        self._ref = None
+        self._ref: Any = None
         if self._needs_reference():  # the initial weights, copied before any update or resume
             self._ref = "adapter-disabled" if m.lora else copy.deepcopy(policy).eval().requires_grad_(False)
         attention = self.cfg.backend.rollout_attention
@@ -177,11 +144,12 @@ class LocalBackend:
                                        work_dir=record.path, source=self.model_source, seed=self.cfg.seed)
 
     def _needs_reference(self) -> bool:
-        return self.cfg.optim.kl_coef > 0 or self.cfg.algo.name == "opsd"
+        return self.cfg.optim.kl_coef > 0 or bool(self.algorithm is not None and self.algorithm.needs_reference)
 
     def _reference(self) -> Any:
-        if getattr(self, "_ref", None) is None:
-            raise RuntimeError("the reference policy is only loaded when optim.kl_coef > 0 or the algorithm is opsd")
+        if self._ref is None:
+            raise RuntimeError("the reference policy is only loaded when optim.kl_coef > 0 or the algorithm "
+                               "declares needs_reference")
         return self._ref
 
     # -- generation for evaluation ---------------------------------------------------------------
@@ -221,7 +189,9 @@ class LocalBackend:
         from tasks.base import Task
 
         cfg, t_run = self.cfg, time.time()
-        algo = get_algorithm(cfg.algo.name, **cfg.algo.params)
+        if self.algorithm is None:
+            self.algorithm = get_algorithm(cfg.algo.name, **cfg.algo.params)
+        algo = self.algorithm
         task = self.task
         examples = task.load(cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
         if not examples:
@@ -288,11 +258,11 @@ class LocalBackend:
         t0 = time.time()
         batch_examples = self._examples_at(examples, n * s.prompts_per_step, s.prompts_per_step)
         self.rollout_model.eval()
-        request = getattr(algo.replay_request, "value", algo.replay_request)
+        request = ReplayRequest(algo.replay_request)
         # P_all / x+ from sampling; given up once a replay shows the task's P_all is not the prompt
         # (vLLM exposes no hidden states: its rollouts carry none and the replay recomputes P_all)
-        keep = (request in ("leave_one_out", "rubric") and algo.needs_replay(n) and self._keep_hidden
-                and self._vllm is None)
+        keep = (request in (ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.RUBRIC) and algo.needs_replay(n)
+                and self._keep_hidden and self._vllm is None)
         rollouts = rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
                                 s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm,
                                 seed=_step_seed(cfg.seed, n), logits_budget=cfg.backend.sampling_logits_mb << 20)
@@ -301,13 +271,13 @@ class LocalBackend:
             r.verdicts = self.task.score(r.example, r.text)
         rewards, group_ids, mask, T = batch_tensors(rollouts)
         t2 = time.time()
-        if request != "none" and algo.needs_replay(n):
+        if request is not ReplayRequest.NONE and algo.needs_replay(n):
             teacher_engine = engine
-            if request == "teacher":
+            if request is ReplayRequest.TEACHER:
                 ref = self._reference()
                 teacher_engine = ReplayEngine(self.policy if ref == "adapter-disabled" else ref,
                                               engine.batch_size, engine.chunk_size, engine.share_prefix, self.pad_id)
-            with torch.no_grad(), self._adapter_off(request == "teacher"):
+            with torch.no_grad(), self._adapter_off(request is ReplayRequest.TEACHER):
                 rep = replay_for(request, teacher_engine, self.task, self.tokenizer, rollouts, rewards, group_ids, T)
         else:
             rep = ReplayResult(pairs_total=int((~torch.isnan(rewards)).sum()))
@@ -318,11 +288,12 @@ class LocalBackend:
         t3 = time.time()
         batch = RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=mask, relevance=rep.relevance,
                              step=n, joint_relevance=rep.joint_relevance, logprob_delta=rep.logprob_delta)
-        adv = algo.token_advantages(batch).float()
+        adv, algo_metrics = algo.advantages(batch)
+        adv = adv.float()
         upd = self._update(rollouts, adv, T, algo, rep, opt, params)
         self._sync_rollout()
         t4 = time.time()
-        row = step_row(n, rollouts, rewards, mask, adv, rep, upd, algo.metrics(batch),
+        row = step_row(n, rollouts, rewards, mask, adv, rep, upd, algo_metrics,
                        getattr(self.task, "format_reward", None), bool(self.cfg.optim.entropy_coef),
                        family=getattr(self.task, "reward_family", None))
         row.update(time_generate=t1 - t0, time_score=t2 - t1, time_replay=t3 - t2, time_update=t4 - t3,
@@ -331,17 +302,10 @@ class LocalBackend:
         record.append_samples(sample_rows(n, rollouts, self.cfg.schedule.log_samples))
         return row
 
-    class _Null:
-        def __enter__(self) -> None:
-            return None
-
-        def __exit__(self, *a: object) -> None:
-            return None
-
     def _adapter_off(self, wanted: bool) -> Any:
         if wanted and self.cfg.model.lora:
             return self.policy.disable_adapter()
-        return self._Null()
+        return contextlib.nullcontext()
 
     # -- the update ----------------------------------------------------------------------------------
     def _update(self, rollouts: list[Rollout], adv: torch.Tensor, T: int, algo: Any, rep: ReplayResult,
@@ -376,9 +340,9 @@ class LocalBackend:
                 terms = surrogate_loss(logp, old_lp, adv[idx].to(logp.device), mb.response_mask, n_tok,
                                        o.clip_low, o.clip_high, ref_lp, o.kl_coef, ent, o.entropy_coef)
                 loss = terms.loss
-                if getattr(algo, "has_loss", False) and rep.teacher_hidden is not None:
+                if algo.has_loss and rep.teacher_hidden is not None:  # the coefficient is the algorithm's own
                     d = self._opsd_loss(algo, logits, mb, idx, rep) * (int(mb.response_mask.sum()) / max(n_tok, 1))
-                    loss = loss + o.opsd_coef * d
+                    loss = loss + d
                     tot["opsd"] += float(d.detach())
                 loss.backward()
                 tot["loss"] += float(loss.detach())

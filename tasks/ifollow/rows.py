@@ -11,15 +11,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from tasks.base import DataError
-from tasks.ifollow.constraints import CONSTRAINTS, MISSING_FAMILIES, clean_kwargs, known_ids
+from tasks.ifollow.constraints import CONSTRAINTS, clean_kwargs, known_ids
 
 Constraint = tuple[str, dict[str, Any]]
 
 
 def unknown_id_message(cid: Any) -> str:
     ids = known_ids()
-    missing = f"; families not installed: {', '.join(sorted(MISSING_FAMILIES))}" if MISSING_FAMILIES else ""
-    return f"unknown constraint id {cid!r} (known ids, {len(ids)}: {', '.join(ids)}){missing}"
+    return f"unknown constraint id {cid!r} (known ids, {len(ids)}: {', '.join(ids)})"
 
 
 def parse_constraint(cid: Any, kwargs: Any, *, path: str | None, row: int | str | None,

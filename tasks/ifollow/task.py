@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tasks.base import DataError, Example, Message, ReplayContexts, RewardSpec, Task, Verdict
+from tasks.registry import TASKS
 from tasks.ifollow.constraints import check, get_constraint
 from tasks.ifollow.rows import parse_official, prompt_of
 from tasks.ifollow.template import ConstrainedPrompt, without_all, without_constraint
@@ -39,6 +40,7 @@ def reward_name(k: int, cid: str) -> str:
     return f"c{k}:{cid}"
 
 
+@TASKS.register("ifollow")
 class InstructionFollowingTask(Task):
     """Multi-constraint instruction following; every constraint is a binary reward."""
 
@@ -61,6 +63,10 @@ class InstructionFollowingTask(Task):
         return rest if sep and head[:1] == "c" and head[1:].isdigit() else reward
 
     # -- data -----------------------------------------------------------------------------
+    def default_benchmarks(self, data_dir: str | None = None) -> dict[str, str | None]:
+        """Held-out generated prompts: no data files needed."""
+        return {"ifollow-heldout": None}
+
     def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
              seed: int = 0) -> list[Example]:
         if data_dir is None:

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tasks.base import DataError, Example, Message, RewardSpec, Task, Verdict
+from tasks.registry import TASKS
 from tasks.text2sql import templates
 from tasks.text2sql.data import DB_DIRS, HUB_PREFIX, Record, find_database, load_records, resolve_layout
 from tasks.text2sql.refcache import ReferenceCache
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 CHARS_PER_TOKEN = 3.0
 
 
+@TASKS.register("text2sql")
 class Text2SQLTask(Task):
     """Text-to-SQL with rewards ``format``, ``executable``, ``execution`` (each {0,1})."""
 
@@ -109,6 +111,15 @@ class Text2SQLTask(Task):
                        meta=meta)
 
     # -- data -----------------------------------------------------------------------------
+    def default_benchmarks(self, data_dir: str | None = None) -> dict[str, str | None]:
+        """Spider dev when the training data directory holds it (``dev.json`` there or under
+        ``spider/``); otherwise none."""
+        if data_dir and not data_dir.startswith(HUB_PREFIX):
+            folder = os.path.join(data_dir, "spider")
+            if any(os.path.isfile(os.path.join(d, "dev.json")) for d in (data_dir, folder)):
+                return {"spider-dev": data_dir}
+        return {}
+
     def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
              seed: int = 0) -> list[Example]:
         if split.startswith(HUB_PREFIX):  # hf:<repo>[:<split>]

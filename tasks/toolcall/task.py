@@ -19,6 +19,7 @@ import random
 from typing import Any
 
 from tasks.base import DataError, Example, RewardSpec, Task, Verdict
+from tasks.registry import TASKS
 from tasks.toolcall import demo, templates
 from tasks.toolcall.data import hub_name, hub_rows, hub_split, read_rows, row_fields, split_file
 from tasks.toolcall.parsing import ToolCall, find_call_block, parse_tool_list
@@ -35,6 +36,7 @@ from tasks.toolcall.rewards import (
 REWARD_NAMES = ["format", "correctness"]
 
 
+@TASKS.register("toolcall")
 class ToolCallTask(Task):
     """Tool calling (ToolRL / RLLA recipe): format {0,1} and correctness [-3,3]."""
 
@@ -44,6 +46,10 @@ class ToolCallTask(Task):
     block_order = ["correctness", "format"]  # noqa: RUF012  (protocol attribute, never mutated)
 
     # -- data -----------------------------------------------------------------------------------------
+    def default_benchmarks(self, data_dir: str | None = None) -> dict[str, str | None]:
+        """BFCL-v4, whose data ships with the ``bfcl-eval`` package (works offline)."""
+        return {"bfcl-v4": None}
+
     def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
              seed: int = 0) -> list[Example]:
         """Examples of ``split`` ("train" or "test"), in file order; ``limit`` keeps a seeded sample."""

@@ -1,9 +1,9 @@
 """Constraint types for instruction following, one registry for IFEval, IFBench, MulDimIF and HIR ids.
 
 Importing this package registers every family: ``ifeval`` (25 ids), ``ifbench`` (58 ids),
-``muldimif`` (its constraint forms) and ``hir`` (HIR-16K's Chat-Arena-style checks). Families
-that are not installed in this checkout are skipped on ImportError; :data:`MISSING_FAMILIES`
-names them, so that evaluators can fail with a clear message instead of scoring zero.
+``muldimif`` (its constraint forms) and ``hir`` (HIR-16K's Chat-Arena-style checks). Every
+family is required: one that cannot be imported (a missing dependency) fails the import with
+the family's name, rather than leaving its constraints unscored.
 """
 
 from __future__ import annotations
@@ -29,14 +29,11 @@ FAMILY_MODULES: dict[str, str] = {
     "muldimif": "tasks.ifollow.constraints.muldimif",
 }
 
-#: family -> why it could not be imported
-MISSING_FAMILIES: dict[str, str] = {}
-
 for _family, _module in FAMILY_MODULES.items():
     try:
         importlib.import_module(_module)
-    except ImportError as _exc:  # a family still being written, or an optional dependency missing
-        MISSING_FAMILIES[_family] = f"{_module}: {_exc}"
+    except ImportError as _exc:
+        raise ImportError(f"constraint family {_family!r} ({_module}) cannot be imported: {_exc}") from _exc
 
 
 def family_ids(family: str) -> list[str]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.registry import Registry
+from mrbench_core.registry import Registry
 
 
 @dataclass

@@ -1,0 +1,83 @@
+"""The backend contract: what the harness gives a backend, and what a backend must do with it.
+
+A backend trains one cell (task x algorithm x model x seed) and generates with the policy.
+
+What it receives, in its constructor (``Backend(cfg, task, algorithm)``):
+
+- ``cfg``: the fully resolved :class:`harness.config.RunConfig`. The backend's own options
+  come from its section of ``cfg.backend`` (``backend.local.*`` for ``local``; a plugin backend
+  reads ``cfg.backend.options[<its name>]``), never from another backend's fields;
+- ``task``: the :class:`tasks.base.Task` instance (``None`` when only generating);
+- ``algorithm``: the :class:`algorithms.base.Algorithm` instance (``None`` when only generating).
+
+Before a backend is built, :mod:`harness.preflight` has checked that the task, the algorithm and
+the backend fit together, using what the backend declares here:
+
+- ``supported_replays``: the replay kinds (:class:`ReplayRequest`) it can run; an algorithm
+  asking for another is refused before any model is loaded;
+- ``supports_reference``: whether it can keep a frozen initial policy (``algorithm.needs_reference``);
+- ``supports_extra_loss``: whether it adds an algorithm's own loss term (``algorithm.has_loss``).
+
+``train(record)`` must, for a fresh or a resumed record (:class:`harness.records.RunRecord`):
+
+1. call ``record.start(seed=..., task_version=..., data_hash=..., extra=...)`` once it knows the
+   data, with ``extra`` saying how it runs (precision, devices, generator);
+2. per training step ``n`` (0-based), append one metrics row with ``step = n + 1`` and at least
+   the keys of :data:`REQUIRED_STEP_KEYS` (rewards, the algorithm's own metrics from
+   ``algorithm.advantages(batch)``, timings), and the step's sample rows
+   (``record.append_metrics`` / ``record.append_samples``);
+3. checkpoint under ``record.checkpoint_dir`` so that rerunning the same command resumes and
+   reproduces an uninterrupted run; on SIGTERM/SIGINT checkpoint and raise
+   :class:`KeyboardInterrupt`;
+4. return the run summary (a flat dict; :func:`harness.backends.step_metrics.run_summary`).
+
+It must not write ``eval.json`` or mark the record finished or failed: the runner does.
+
+``generate(messages_list, max_new_tokens)`` returns one greedy response text per chat (the
+trained policy after ``train``, else the configured model) for evaluation.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from mrbench_core.replay_kinds import ReplayRequest
+
+#: keys every metrics row carries, whatever the backend
+REQUIRED_STEP_KEYS = ("step", "reward_mean", "time_step")
+
+
+class Backend(ABC):
+    """Base class of a backend (see the module docstring for the contract)."""
+
+    name: ClassVar[str] = ""
+    supported_replays: ClassVar[frozenset[ReplayRequest]] = frozenset({ReplayRequest.NONE})
+    supports_reference: ClassVar[bool] = False
+    supports_extra_loss: ClassVar[bool] = False
+
+    def __init__(self, cfg: Any, task: Any | None = None, algorithm: Any | None = None):
+        self.cfg = cfg
+        self.task = task
+        self.algorithm = algorithm
+
+    @abstractmethod
+    def train(self, record: Any) -> dict[str, Any]:
+        """Train (or resume) the cell, writing its record; return the run summary."""
+
+    @abstractmethod
+    def generate(self, messages_list: list[list[dict[str, str]]], max_new_tokens: int) -> list[str]:
+        """One greedy response per chat."""
+
+    @classmethod
+    def unsupported(cls, algorithm: Any) -> str | None:
+        """Why this backend cannot run ``algorithm`` (None when it can)."""
+        kind = ReplayRequest(algorithm.replay_request)
+        if kind not in cls.supported_replays:
+            known = ", ".join(sorted(k.value for k in cls.supported_replays))
+            return f"backend {cls.name!r} cannot run the {kind.value} replay (it runs: {known})"
+        if algorithm.needs_reference and not cls.supports_reference:
+            return f"backend {cls.name!r} keeps no reference policy, which {algorithm.name!r} needs"
+        if algorithm.has_loss and not cls.supports_extra_loss:
+            return f"backend {cls.name!r} adds no algorithm loss terms, which {algorithm.name!r} needs"
+        return None

@@ -1,0 +1,98 @@
+"""Pre-flight: check that a run's task, algorithm, backend and benchmarks fit together before
+any model is loaded, and say in one line why not and what would fit.
+
+Checked, in order: the names resolve; the algorithm's parameters validate; the task can build
+the contexts of the replay the algorithm asks for (``Task.supported_replays``); the backend runs
+that replay and whatever else the algorithm declares (``Backend.unsupported``); each end-of-run
+benchmark evaluates this task (another task's benchmark only with
+``schedule.eval_other_tasks: true``). The benchmarks default to the task's own
+(``Task.default_benchmarks``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mrbench_core.registry import RegistryError, UnknownNameError
+from mrbench_core.replay_kinds import ReplayRequest
+
+#: what a task must define for each replay kind beyond the verifiers' blocks
+TASK_HOOKS = {
+    ReplayRequest.RUBRIC: "a prompt without its rubric (Task.without_rubric)",
+    ReplayRequest.TEACHER: "a teacher context with privileged information (Task.teacher_messages)",
+}
+
+
+class PreflightError(ValueError):
+    """The run cannot start; the message is one line saying why and what would fit."""
+
+
+@dataclass
+class Plan:
+    """What pre-flight resolved: the objects the run uses and its end-of-run benchmarks
+    (name -> data directory, None for the evaluator's own default)."""
+
+    task: Any
+    algorithm: Any
+    backend_class: type
+    benchmarks: dict[str, str | None]
+
+
+def fitting_algorithms(task: Any) -> list[str]:
+    from algorithms.registry import list_algorithms, resolve
+
+    kinds = task.supported_replays()
+    return [n for n in list_algorithms() if ReplayRequest(resolve(n).replay_request) in kinds]
+
+
+def check_replay(task: Any, algorithm: Any, backend_class: type, cfg: Any) -> None:
+    kind = ReplayRequest(algorithm.replay_request)
+    if kind not in task.supported_replays():
+        need = TASK_HOOKS.get(kind, f"the {kind.value} replay")
+        raise PreflightError(f"--task {cfg.task.name} --algo {cfg.algo.name}: {cfg.algo.name} needs {need}, which "
+                             f"task {cfg.task.name!r} does not define; algorithms that fit {cfg.task.name}: "
+                             f"{', '.join(fitting_algorithms(task))}")
+    why = backend_class.unsupported(algorithm)
+    if why:
+        raise PreflightError(f"--algo {cfg.algo.name} --backend {cfg.backend.name}: {why}")
+
+
+def plan_benchmarks(task: Any, cfg: Any) -> dict[str, str | None]:
+    from evals.registry import make_evaluator
+
+    schedule = cfg.schedule
+    if schedule.eval_benchmarks is None:
+        chosen = dict(task.default_benchmarks(cfg.task.data_dir))
+    else:
+        chosen = {name: None for name in schedule.eval_benchmarks}
+    if schedule.eval_data_dir is not None:
+        chosen = {name: schedule.eval_data_dir for name in chosen}
+    for name in chosen:
+        evaluator_task = make_evaluator(name).task
+        if evaluator_task != cfg.task.name and not schedule.eval_other_tasks:
+            raise PreflightError(f"--schedule.eval_benchmarks: {name!r} evaluates task {evaluator_task!r}, not "
+                                 f"{cfg.task.name!r}; {cfg.task.name}'s own: "
+                                 f"{', '.join(task.default_benchmarks(cfg.task.data_dir)) or '(none)'}; set "
+                                 f"--schedule.eval_other_tasks true to evaluate it anyway")
+    return chosen
+
+
+def preflight(cfg: Any) -> Plan:
+    """Resolve and check everything a run needs except the model; raise :class:`PreflightError`."""
+    from algorithms.base import ConfigError
+    from algorithms.registry import get_algorithm
+    from harness.backends import BACKENDS
+    from tasks.registry import make_task
+
+    try:
+        task = make_task(cfg.task.name, **cfg.task.options)
+        algorithm = get_algorithm(cfg.algo.name, **cfg.algo.params)
+        backend_class = BACKENDS.get(cfg.backend.name)
+        check_replay(task, algorithm, backend_class, cfg)
+        benchmarks = plan_benchmarks(task, cfg)
+    except (UnknownNameError, RegistryError, ConfigError) as exc:
+        raise PreflightError(str(exc)) from exc
+    except TypeError as exc:  # a task option its constructor does not take
+        raise PreflightError(f"--task.options: {exc}") from exc
+    return Plan(task, algorithm, backend_class, benchmarks)

@@ -1,0 +1,53 @@
+"""What the host offers a run: CPU occupancy and the thread policy of CPU training."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, total) CPU time in ticks since boot, all CPUs, from /proc/stat; None where absent."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 5:
+        return None
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_cpus(window: float = 0.5) -> float | None:
+    """CPUs' worth of work that other processes run right now (sampled over ``window`` seconds,
+    while this process waits), or None where /proc/stat cannot be read."""
+    first = _cpu_times()
+    time.sleep(window)
+    second = _cpu_times()
+    if first is None or second is None or second[1] <= first[1]:
+        return None
+    share = (second[0] - first[0]) / (second[1] - first[1])
+    return share * (os.cpu_count() or 1)
+
+
+def choose_threads(requested: int) -> int:
+    """CPU intra-op threads: ``requested`` when > 0; else 1 when other work already occupies half
+    the CPUs (oversubscribed OpenMP threads slow every step several-fold, while a second thread
+    gains less than 2x on an idle machine), else torch's default. Occupancy is sampled over half a
+    second from /proc/stat, since the 1-minute load average lags behind the machine's state; the
+    load average is the fallback."""
+    if requested > 0:
+        return requested
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    busy_now = busy_cpus()
+    if busy_now is not None:
+        busy = busy_now >= 0.5 * cpus
+    else:
+        try:
+            busy = os.getloadavg()[0] >= 0.5 * cpus
+        except OSError:
+            busy = False
+    return 1 if busy else torch.get_num_threads()

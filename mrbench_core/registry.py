@@ -1,0 +1,185 @@
+"""One strict name -> object registry, used by every kind of plug-in part.
+
+Each kind has one :class:`Registry`, owned by the layer that defines the kind:
+
+=============  ==================================  ===============================
+kind           registry                            entry-point group (plugins)
+=============  ==================================  ===============================
+algorithm      ``algorithms.registry.ALGORITHMS``  ``mrbench.algorithms``
+task           ``tasks.registry.TASKS``            ``mrbench.tasks``
+evaluator      ``evals.registry.EVALUATORS``       ``mrbench.evaluators``
+backend        ``harness.backends.BACKENDS``       ``mrbench.backends``
+constraint     ``tasks.ifollow.constraints.base.CONSTRAINTS``  ``mrbench.constraints``
+judge          ``evals.ifollow_judge.JUDGES``      ``mrbench.judges``
+=============  ==================================  ===============================
+
+Registering happens next to the definition, with the decorator::
+
+    from algorithms.registry import ALGORITHMS
+
+    @ALGORITHMS.register("grpo")
+    class GRPO(Algorithm):
+        \"\"\"Group z-score of the summed reward, no batch rescale.\"\"\"
+
+The first line of the object's docstring is its description (written once). So that looking one
+name up does not import every module (and torch), the owning layer lists where each built-in
+lives: ``ALGORITHMS.lazy("grpo", "algorithms.grpo")`` says "importing ``algorithms.grpo``
+registers ``grpo``"; the module is imported on first lookup. An outside package adds entries
+through its entry-point group, e.g. in its ``pyproject.toml``::
+
+    [project.entry-points."mrbench.algorithms"]
+    my-algo = "my_package.algo:MyAlgorithm"
+
+Plugins are loaded once, on the first lookup or listing. Registering a name twice raises
+:class:`RegistryError`; an unknown name raises :class:`UnknownNameError` listing the known ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+_UNSET = object()
+
+
+class RegistryError(RuntimeError):
+    """A registry was used incorrectly (duplicate name, broken lazy target)."""
+
+
+class UnknownNameError(KeyError):
+    """A name that is not registered. The message lists every known name."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0])
+
+
+@dataclass
+class Entry:
+    name: str
+    target: Any = _UNSET  # the object; a "module:attr" string for a plugin entry point
+    module: str | None = None  # built-in placeholder: importing this module registers the name
+    description: str = ""
+
+    @property
+    def resolved(self) -> bool:
+        return self.target is not _UNSET and not isinstance(self.target, str)
+
+
+def import_target(spec: str) -> Any:
+    """Import ``"package.module:attr"`` (attr may be dotted)."""
+    if ":" not in spec:
+        raise RegistryError(f"lazy target {spec!r} must look like 'package.module:attr'")
+    module_name, attr = spec.split(":", 1)
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def first_doc_line(obj: Any) -> str:
+    doc = (getattr(obj, "__doc__", None) or "").strip()
+    return doc.splitlines()[0].strip() if doc else ""
+
+
+class Registry:
+    """Names of one kind -> objects; see the module docstring."""
+
+    def __init__(self, kind: str, entry_point_group: str | None = None):
+        self.kind = kind
+        self.entry_point_group = entry_point_group
+        self._entries: dict[str, Entry] = {}
+        self._plugins_loaded = entry_point_group is None
+
+    # -- registration -------------------------------------------------------------------
+    def lazy(self, name: str, module: str) -> None:
+        """Declare that importing ``module`` registers ``name`` (a built-in, looked up lazily)."""
+        self._check_name(name)
+        if name in self._entries:
+            raise RegistryError(f"{self.kind} {name!r} is already registered")
+        self._entries[name] = Entry(name, module=module)
+
+    def add(self, name: str, target: Any, description: str = "") -> None:
+        """Register ``target`` (an object, or a lazy ``"module:attr"`` string) under ``name``."""
+        self._check_name(name)
+        entry = self._entries.get(name)
+        if entry is not None and not (entry.module is not None and entry.target is _UNSET):
+            raise RegistryError(f"{self.kind} {name!r} is already registered")
+        module = entry.module if entry is not None else None
+        self._entries[name] = Entry(name, target, module, description)
+
+    def register(self, name: str, description: str = "") -> Callable[[Any], Any]:
+        """Decorator form of :meth:`add`, used at the definition."""
+
+        def deco(obj: Any) -> Any:
+            self.add(name, obj, description)
+            return obj
+
+        return deco
+
+    def _check_name(self, name: Any) -> None:
+        if not isinstance(name, str) or not name:
+            raise RegistryError(f"{self.kind} names must be non-empty strings, got {name!r}")
+
+    # -- plugins --------------------------------------------------------------------------
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        for ep in metadata.entry_points(group=self.entry_point_group):
+            if ep.name in self._entries:
+                raise RegistryError(f"plugin entry point {ep.value!r} in group {self.entry_point_group!r} "
+                                    f"registers {self.kind} {ep.name!r}, which is already registered")
+            self._entries[ep.name] = Entry(ep.name, ep.value)
+
+    # -- lookup ----------------------------------------------------------------------------
+    def names(self) -> list[str]:
+        self._load_plugins()
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        self._load_plugins()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def entry(self, name: str) -> Entry:
+        self._load_plugins()
+        if name not in self._entries:
+            known = ", ".join(self.names()) or "(none)"
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; known {self.kind}s: {known}")
+        return self._entries[name]
+
+    def get(self, name: str) -> Any:
+        entry = self.entry(name)
+        if entry.resolved:
+            return entry.target
+        source = entry.target if isinstance(entry.target, str) else entry.module
+        try:
+            if isinstance(entry.target, str):
+                entry.target = import_target(entry.target)
+            else:
+                importlib.import_module(entry.module or "")
+        except (ImportError, AttributeError) as exc:
+            raise RegistryError(f"{self.kind} {name!r}: cannot import {source!r}: {exc}") from exc
+        entry = self._entries[name]
+        if not entry.resolved:
+            raise RegistryError(f"{self.kind} {name!r}: importing {entry.module!r} did not register it "
+                                f"(expected a @register({name!r}) there)")
+        return entry.target
+
+    def description(self, name: str) -> str:
+        """The registered description, else the first line of the object's docstring."""
+        entry = self.entry(name)
+        if entry.description:
+            return entry.description
+        try:
+            return first_doc_line(self.get(name))
+        except RegistryError as exc:
+            return f"(unavailable: {exc})"
+
+    def describe(self) -> list[tuple[str, str]]:
+        return [(n, self.description(n)) for n in self.names()]

@@ -1,0 +1,31 @@
+"""The replay kinds: what the backend's replay engine computes for an algorithm before its token
+advantages. Algorithms ask for one (``Algorithm.replay_request``), tasks say which they can build
+contexts for (``Task.supported_replays``), backends which they run (``Backend.supported_replays``),
+and the replay builders are keyed by it."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ReplayRequest(str, enum.Enum):
+    """- ``none``: nothing (GRPO, GDPO, the reweighters).
+    - ``leave_one_out``: ``relevance[B,K,T]`` = JS distance between replays after P_all and P_\\k
+      (MRTPO, paper Eq. 4-5); only rewards that vary within their group need replaying.
+    - ``joint``: ``joint_relevance[B,T]`` = JS distance between P_0 + all blocks and P_0 (mrtpo-joint).
+    - ``rubric``: ``logprob_delta[B,T]`` = log pi(y_t|x+) - log pi(y_t|x-) (CoRT).
+    - ``teacher``: teacher logits over the student's own tokens, for the algorithm's own loss (OPSD).
+    """
+
+    NONE = "none"
+    LEAVE_ONE_OUT = "leave_one_out"
+    JOINT = "joint"
+    RUBRIC = "rubric"
+    TEACHER = "teacher"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def _missing_(cls, value: object) -> ReplayRequest:
+        raise ValueError(f"unknown replay kind {value!r}; known: {', '.join(k.value for k in cls)}")
