@@ -22,9 +22,9 @@ from tasks.text2sql.worker import WorkerSandbox
 
 _LONG_A = "replace(hex(zeroblob({n})), '0', 'a')"  # a string of 2n letters 'a'; under LIMITS.max_value_bytes
 SINGLE_CALL_ATTACKS = [
-    ("instr of long strings", f"SELECT instr({_LONG_A.format(n=500_000)}, {_LONG_A.format(n=50_000)} || 'b')"),
+    ("instr of long strings", f"SELECT instr({_LONG_A.format(n=500_000)}, {_LONG_A.format(n=250_000)} || 'b')"),
     ("replace of long strings",
-     f"SELECT length(replace({_LONG_A.format(n=500_000)}, {_LONG_A.format(n=50_000)} || 'b', 'x'))"),
+     f"SELECT length(replace({_LONG_A.format(n=500_000)}, {_LONG_A.format(n=250_000)} || 'b', 'x'))"),
     ("printf repeating one character", "SELECT length(printf('%.*c', 2000000000, 'x'))"),
 ]
 
