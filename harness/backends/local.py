@@ -2,11 +2,13 @@
 
 One training step (0-based ``n``; metrics rows use ``step = n + 1``):
 
-1. take ``prompts_per_step`` examples (an epoch-wise permutation seeded by ``seed + epoch``; the
-   data position is ``n * prompts_per_step``, so a resumed run sees the same prompts);
+1. take ``prompts_per_step`` examples (an epoch-wise permutation from the ``data-order`` stream of
+   :mod:`mrbench_core.seeds` for (seed, epoch); the data position is ``n * prompts_per_step``, so a
+   resumed run sees the same prompts);
 2. sample G responses each with the rollout model (bf16 where native, see :mod:`harness.models`),
-   or with vLLM (:mod:`harness.backends.vllm_rollout`, synced after every update), keeping the sampled ids; the torch RNG is seeded with ``seed * 1_000_003 + n`` at the start
-   of every step, so an interrupted and resumed run reproduces an uninterrupted one;
+   or with vLLM (:mod:`harness.backends.vllm_rollout`, synced after every update), keeping the
+   sampled ids; the torch RNG is seeded from the ``sampling`` stream for (seed, n) at the start of
+   every step, so an interrupted and resumed run reproduces an uninterrupted one;
 3. score every response with the task's verifiers -> rewards[B, K] (NaN-padded where K varies);
 4. replay what the algorithm asks (:mod:`harness.replay_builders`) with the rollout model (= theta_old);
    when MRTPO's P_all (or CoRT's x+) is the sampling prompt, the hidden states recorded during
@@ -44,6 +46,7 @@ from harness.config import RunConfig
 from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
 from harness.replay import ReplayEngine, decoder_and_head, head_logits
 from harness.replay_builders import ReplayResult, replay_for
+from mrbench_core.seeds import DATA_ORDER, SAMPLING, stream_seed
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -97,7 +100,7 @@ def choose_threads(requested: int) -> int:
 
 
 def _step_seed(seed: int, step: int) -> int:
-    return (seed * 1_000_003 + step) % (2 ** 63)
+    return stream_seed(SAMPLING, seed, step)
 
 
 class LocalBackend:
@@ -202,7 +205,7 @@ class LocalBackend:
         n = len(examples)
         out = []
         for i in range(position, position + count):
-            perm = np.random.RandomState((self.cfg.seed + i // n) % (2 ** 32)).permutation(n)
+            perm = np.random.RandomState(stream_seed(DATA_ORDER, self.cfg.seed, i // n, bits=32)).permutation(n)
             out.append(examples[int(perm[i % n])])
         return out
 
