@@ -118,9 +118,9 @@ class LocalBackend:
         self._stop: str | None = None
         self._keep_hidden = True
         if self.device.type == "cpu":
-            torch.set_num_threads(choose_threads(cfg.backend.threads))
+            torch.set_num_threads(choose_threads(cfg.backend.local.threads))
         # "auto": vLLM when it imports and CUDA is present; "vllm" without them raises VLLMError
-        self.generator_name = choose_generator(cfg.backend.generator)
+        self.generator_name = choose_generator(cfg.backend.local.generator)
         self._vllm: Any = None
 
     # -- setup ---------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ class LocalBackend:
         self._ref = None
         if self._needs_reference():  # the initial weights, copied before any update or resume
             self._ref = "adapter-disabled" if m.lora else copy.deepcopy(policy).eval().requires_grad_(False)
-        attention = self.cfg.backend.rollout_attention
+        attention = self.cfg.backend.local.rollout_attention
         if self.rollout_dtype == self.train_dtype:
             self.rollout_model = policy  # one copy serves both; "auto" leaves the training attention alone
             if attention != "auto":
@@ -176,7 +176,7 @@ class LocalBackend:
         """The vLLM engine (when chosen), built after any resume so it starts from the current weights."""
         if self.generator_name == "vllm" and self._vllm is None:
             self._vllm = VLLMGenerator(self.policy, self.tokenizer, dtype=self.rollout_dtype,
-                                       gpu_memory_utilization=self.cfg.backend.vllm_gpu_memory_utilization,
+                                       gpu_memory_utilization=self.cfg.backend.local.vllm_gpu_memory_utilization,
                                        work_dir=record.path, source=self.model_source, seed=self.cfg.seed)
 
     def _needs_reference(self) -> bool:
@@ -196,7 +196,7 @@ class LocalBackend:
             loaded = load_model(m.name, dtype=self.rollout_dtype, device=self.device, cache_dir=m.cache_dir)
             self.tokenizer, self.rollout_model = loaded.tokenizer, loaded.model
             self.eos = eos_ids(self.tokenizer, loaded.model)
-            use_for_rollout(self.rollout_model, self.cfg.backend.rollout_attention)
+            use_for_rollout(self.rollout_model, self.cfg.backend.local.rollout_attention)
         self.rollout_model.eval()
         return greedy_texts(self.rollout_model, self.tokenizer, messages_list, self.eos, max_new_tokens)
 
@@ -250,8 +250,9 @@ class LocalBackend:
             self._sync_rollout()
         self._start_vllm(record)
         record.truncate_metrics(start)
-        engine = ReplayEngine(self.rollout_model, cfg.backend.replay_batch_size, cfg.backend.replay_chunk_size,
-                              cfg.backend.share_prefix, self.pad_id)
+        opts = cfg.backend.local
+        engine = ReplayEngine(self.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix,
+                              self.pad_id)
         old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         rows: list[dict[str, Any]] = []
         try:
@@ -298,7 +299,7 @@ class LocalBackend:
                 and self._vllm is None)
         rollouts = rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
                                 s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm,
-                                seed=_step_seed(cfg.seed, n), logits_budget=cfg.backend.sampling_logits_mb << 20)
+                                seed=_step_seed(cfg.seed, n), logits_budget=cfg.backend.local.sampling_logits_mb << 20)
         t1 = time.time()
         for r in rollouts:
             r.verdicts = self.task.score(r.example, r.text)
