@@ -39,8 +39,8 @@ Beta = 0 (or w = 1 everywhere) gives D = 0 exactly, so the aggregator is reprodu
 Ablations: ``mrtpo-joint`` uses one relevance profile q_t (``batch.joint_relevance[B,T]``, all
 blocks replayed together) on the summed advantage: S_t = S w_t. ``mrtpo-shuffled`` permutes each
 response's weights among its valid tokens (one permutation per response, shared by its rewards;
-torch generator seeded with seed * 1_000_003 + step), keeping each weight distribution and the
-bound scale but destroying the alignment with tokens.
+torch generator seeded from the ``shuffle`` stream of :mod:`mrbench_core.seeds` for (seed, step)),
+keeping each weight distribution and the bound scale but destroying the alignment with tokens.
 
 Backend hooks: ``needs_replay(step)`` is False while beta_n = 0 (the replay may be skipped and
 ``relevance`` left None); :func:`algorithms.base.rewards_varying_in_group` says which
@@ -69,6 +69,7 @@ from algorithms.base import (
     warmup_factor,
 )
 from algorithms.gdpo import GDPO, Aggregate, Reweighter
+from mrbench_core.seeds import SHUFFLE, stream_seed
 
 
 @dataclass
@@ -241,7 +242,7 @@ class MRTPOShuffled(MRTPO):
 
     def token_weights(self, batch: RolloutBatch, agg: Aggregate, beta: float) -> tuple[Tensor, Tensor, Tensor]:
         contrib, w, has = super().token_weights(batch, agg, beta)
-        gen = torch.Generator().manual_seed(self.config.seed * 1_000_003 + batch.step)
+        gen = torch.Generator().manual_seed(stream_seed(SHUFFLE, self.config.seed, batch.step))
         return contrib, shuffle_within_valid(w, batch.response_mask, gen), has
 
 

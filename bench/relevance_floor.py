@@ -41,7 +41,8 @@ def floor_and_signal(backend: LocalBackend, seed: int) -> tuple[float, float, fl
     torch.manual_seed(seed)
     rollouts = rollouts_for(model, backend.tokenizer, examples, cfg.sampling.group_size, backend.eos, cfg.sampling,
                             cfg.sampling.max_prompt_tokens, keep_hidden=True, logits_budget=1 << 40)
-    engine = ReplayEngine(model, cfg.backend.replay_batch_size, cfg.backend.replay_chunk_size, True, backend.pad_id)
+    opts = cfg.backend.local
+    engine = ReplayEngine(model, opts.replay_batch_size, opts.replay_chunk_size, True, backend.pad_id)
     jobs = [ReplayJob(tuple(r.prompt_ids), tuple(r.response_ids)) for r in rollouts if r.response_ids]
     batched = engine.run(jobs)
     alone, together = [], []
@@ -67,7 +68,7 @@ def main() -> None:
     ap.add_argument("--task", default="ifollow")
     ap.add_argument("--dtype", default="auto", help="rollout/replay dtype (auto: bf16 where native)")
     ap.add_argument("--attention", nargs="+", default=["auto", "sdpa"],
-                    help="backend.rollout_attention values to compare")
+                    help="backend.local.rollout_attention values to compare")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     cfg = RunConfig()

@@ -70,7 +70,7 @@ def build_batch(backend: LocalBackend, prompts: int, seed: int, repeats: int):
             t0 = time.perf_counter()
             runs[i] = rollouts_for(backend.rollout_model, backend.tokenizer, examples, cfg.sampling.group_size,
                                    backend.eos, cfg.sampling, cfg.sampling.max_prompt_tokens, keep_hidden=keep,
-                                   logits_budget=cfg.backend.sampling_logits_mb << 20, keep_cost=cost)
+                                   logits_budget=cfg.backend.local.sampling_logits_mb << 20, keep_cost=cost)
             times[i] = min(times[i], time.perf_counter() - t0)
             if keep:
                 t_keep = min(t_keep, cost["seconds"])
@@ -145,7 +145,7 @@ def main() -> None:
     cfg.sampling.prompts_per_step = args.prompts or cfg.sampling.prompts_per_step
     cfg.sampling.group_size = args.group or cfg.sampling.group_size
     cfg.sampling.max_new_tokens = args.max_new_tokens or cfg.sampling.max_new_tokens
-    cfg.backend.threads = args.threads
+    cfg.backend.local.threads = args.threads
     backend = LocalBackend(cfg)
     backend._load_policy()
     rollouts, rewards, group_ids, mask, T, t_gen_g, t_gen_m, t_keep, t_score = build_batch(
@@ -170,8 +170,8 @@ def main() -> None:
     adv_g = gdpo.token_advantages(base)
 
     gen = torch.Generator().manual_seed(args.seed)
-    engine = ReplayEngine(backend.rollout_model, cfg.backend.replay_batch_size, cfg.backend.replay_chunk_size, True,
-                          backend.pad_id)
+    opts = cfg.backend.local
+    engine = ReplayEngine(backend.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, True, backend.pad_id)
     updates: list[float] = []  # every update timing, both algorithms (the same computation)
     results = []
     for share in args.shares:
@@ -203,7 +203,7 @@ def main() -> None:
               f"{t_upd:.2f} s), MRTPO step {mrtpo_step:.2f} s (replay {t_rep:.2f} s, update {t_upd_m:.2f} s), "
               f"ratio {mrtpo_step / gdpo_step:.3f}")
         if share == args.shares[-1]:
-            naive = ReplayEngine(backend.rollout_model, 1, cfg.backend.replay_chunk_size, False, backend.pad_id)
+            naive = ReplayEngine(backend.rollout_model, 1, cfg.backend.local.replay_chunk_size, False, backend.pad_id)
             kept = [r.hidden for r in rollouts]
             for r in rollouts:  # naive: P_all recomputed too
                 r.hidden = None

@@ -2,6 +2,8 @@
 
     mrbench list                                   registered tasks, algorithms, backends, evaluators
     mrbench run [--config RECIPE] [--task T] [--algo A] [--model M] [--seed N] [--x.y VALUE ...]
+    mrbench run --help [--algo A]                  every config field (and algorithm A's parameters)
+    mrbench config show [--config RECIPE] [overrides ...]   the resolved config as YAML (= config.json)
     mrbench score TASK --data FILE.jsonl --out FILE.jsonl [--data-dir DIR]
     mrbench eval NAME (--predictions FILE.jsonl | --model M) --out DIR [--data-dir DIR] [--categories C ...]
     mrbench eval NAME NAME ... --model M --out DIR   (several benchmarks, with cross-benchmark averages)
@@ -13,26 +15,30 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from mrbench_core.errors import DataError
 from mrbench_core.registry import RegistryError, UnknownNameError
 
+CONFIG_SHORTCUTS = ("task", "algo", "model", "seed", "backend")
 
-def _split_overrides(extra: Sequence[str]) -> list[tuple[str, str]]:
+
+def _split_overrides(extra: Sequence[str], command: str = "run") -> list[tuple[str, str]]:
     """``["--algo.beta", "0.25", "--seed=3"]`` -> ``[("algo.beta", "0.25"), ("seed", "3")]``."""
     pairs: list[tuple[str, str]] = []
     i = 0
     while i < len(extra):
         tok = extra[i]
         if not tok.startswith("--") or len(tok) <= 2:
-            raise SystemExit(f"mrbench run: unexpected argument {tok!r} (overrides look like --section.field VALUE)")
+            raise SystemExit(f"mrbench {command}: unexpected argument {tok!r} "
+                             f"(overrides look like --section.field VALUE)")
         key = tok[2:]
         if "=" in key:
             key, value = key.split("=", 1)
             i += 1
         else:
             if i + 1 >= len(extra) or (extra[i + 1].startswith("--") and not _is_number(extra[i + 1])):
-                raise SystemExit(f"mrbench run: override --{key} needs a value")
+                raise SystemExit(f"mrbench {command}: override --{key} needs a value")
             value = extra[i + 1]
             i += 2
         pairs.append((key.replace("-", "_") if "." in key else key, value))
@@ -68,22 +74,36 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
+def _resolve_config(args: argparse.Namespace, extra: Sequence[str], command: str) -> Any:
+    """The RunConfig of ``--config`` plus shortcuts and overrides; None (after saying why) when invalid."""
     from harness.config import ConfigError, resolve
-    from harness.runner import run
 
     pairs = []
-    for key in ("task", "algo", "model", "seed", "backend"):
+    for key in CONFIG_SHORTCUTS:
         value = getattr(args, key)
         if value is not None:
             pairs.append((key, str(value)))
-    pairs += _split_overrides(extra)
+    pairs += _split_overrides(extra, command)
     try:
-        cfg = resolve(args.config, pairs)
+        return resolve(args.config, pairs)
     except ConfigError as exc:
-        print(f"mrbench run: {exc}", file=sys.stderr)
+        print(f"mrbench {command}: {exc}", file=sys.stderr)
+        return None
+
+
+def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    from harness.runner import run
+
+    cfg = _resolve_config(args, extra, "run")
+    return 2 if cfg is None else run(cfg)
+
+
+def cmd_config_show(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    cfg = _resolve_config(args, extra, "config show")
+    if cfg is None:
         return 2
-    return run(cfg)
+    print(cfg.to_yaml(), end="")
+    return 0
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -130,21 +150,63 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="YAML recipe file or shipped recipe name (e.g. toolcall-paper)")
+    parser.add_argument("--task", help="sets task.name")
+    parser.add_argument("--algo", help="sets algo.name")
+    parser.add_argument("--model", help="sets model.name")
+    parser.add_argument("--backend", help="sets backend.name")
+    parser.add_argument("--seed", type=int, help="the run seed")
+
+
+def config_epilog(algorithm: str | None = None) -> str:
+    """The fields listed under ``--help`` of the commands that take a run config."""
+    from harness.config_help import ALGORITHM_HINT, algorithm_fields_help, run_config_help
+
+    return run_config_help() + "\n\n" + (algorithm_fields_help(algorithm) if algorithm else ALGORITHM_HINT)
+
+
+def _wrapped(text: str) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, 100))
+
+
+def algorithm_named(argv: Sequence[str]) -> str | None:
+    """The algorithm named by ``--algo A``, ``--algo=A`` or ``--algo.name A`` in ``argv``, if any."""
+    for i, tok in enumerate(argv):
+        for flag in ("--algo", "--algo.name"):
+            if tok == flag and i + 1 < len(argv):
+                return argv[i + 1]
+            if tok.startswith(flag + "="):
+                return tok.split("=", 1)[1]
+    return None
+
+
+def build_parser(help_algorithm: str | None = None, with_config_fields: bool = False) -> argparse.ArgumentParser:
+    """``with_config_fields``: list every config field under ``run --help`` and ``config show --help``
+    (and the parameters of ``help_algorithm``)."""
     parser = argparse.ArgumentParser(prog="mrbench", description="Multi-reward RL benchmark harness")
     sub = parser.add_subparsers(dest="command", required=True)
+    epilog = config_epilog(help_algorithm) if with_config_fields else None
 
     sub.add_parser("list", help="registered tasks, algorithms, backends and evaluators")
 
     run = sub.add_parser("run", help="train and evaluate one task x algorithm x model x seed cell",
-                         epilog="Any config field can be overridden with --section.field VALUE, "
-                                "e.g. --algo.beta 0.25 --sampling.group_size 4 --schedule.steps 10")
-    run.add_argument("--config", help="YAML recipe file or shipped recipe name (e.g. toolcall-paper)")
-    run.add_argument("--task")
-    run.add_argument("--algo")
-    run.add_argument("--model")
-    run.add_argument("--backend")
-    run.add_argument("--seed", type=int)
+                         description=_wrapped("Train and evaluate one cell. Any config field below can be set "
+                                              "with --FIELD VALUE, e.g. --algo.beta 0.25 --sampling.group_size 4; "
+                                              "mrbench config show prints the resolved config."),
+                         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_config_arguments(run)
+
+    config = sub.add_parser("config", help="inspect run configs")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    show = config_sub.add_parser("show", help="print the resolved run config as YAML (what config.json records)",
+                                 description=_wrapped("Print the run config that mrbench run would use, resolved "
+                                                      "from the defaults, --config and the overrides, as YAML: the "
+                                                      "content of the record's config.json, and a valid recipe."),
+                                 epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_config_arguments(show)
 
     score = sub.add_parser("score", help="score responses in a JSONL file with a task's verifiers")
     score.add_argument("task")
@@ -172,15 +234,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    wants_help = any(tok in ("-h", "--help") for tok in argv)
+    parser = build_parser(algorithm_named(argv) if wants_help else None, with_config_fields=wants_help)
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "run":
+    if extra and args.command not in ("run", "config"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         if args.command == "list":
             return cmd_list(args)
         if args.command == "run":
             return cmd_run(args, extra)
+        if args.command == "config":
+            return cmd_config_show(args, extra)
         if args.command == "score":
             return cmd_score(args)
         if args.command == "eval":

@@ -3,135 +3,165 @@
 Sources, later ones winning: the dataclass defaults (the embedded main job), a YAML recipe
 (``--config recipe.yaml`` or the name of a shipped recipe, e.g. ``toolcall-paper``), and dotted
 command-line overrides (``--algo.beta 0.25 --sampling.group_size 4``). The fully resolved
-config is saved with the results as ``config.json``.
+config is saved with the results as ``config.json`` (``mrbench config show`` prints it as YAML).
 
-Errors name the field: ``optim.lr: expected float, got 'fast'``; unknown fields list the known
-ones. Algorithm parameters live in ``algo.params`` and are validated by the algorithm's own
-config dataclass when the run starts (``--algo.beta 0.25`` sets ``algo.params['beta']``).
+Every field carries its one-line description (``setting(..., help=...)``), which
+``mrbench run --help`` lists. Errors name the field: ``optim.lr: expected float, got 'fast'``;
+unknown fields list the known ones. Algorithm parameters live in ``algo.params`` and are
+validated by the algorithm's own config dataclass when the run starts (``--algo.beta 0.25`` sets
+``algo.params['beta']``). Backend options: ``backend.local.*`` for the built-in local backend,
+``backend.options.<name>.*`` (free-form, checked by that backend) for plugin backends.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import types
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from harness.config_types import ConfigError, build, setting
+
 RECIPES_DIR = Path(__file__).parent / "recipes"
-
-
-class ConfigError(ValueError):
-    """A bad configuration value; the message names the field."""
-
 
 @dataclass
 class TaskConfig:
-    name: str = "ifollow"
-    data_dir: str | None = None  # None: the task's built-in data (toolcall demo set, ifollow generated prompts)
-    split: str = "train"
-    limit: int | None = None  # cap on training examples
-    options: dict[str, Any] = field(default_factory=dict)  # task constructor keyword arguments
+    name: str = setting("ifollow", help="registered task to train on (mrbench list)")
+    data_dir: str | None = setting(None, help="dataset file or folder; null: the task's built-in data "
+                                              "(toolcall demo set, ifollow generated prompts)")
+    split: str = setting("train", help="data split to train on")
+    limit: int | None = setting(None, help="cap on training examples (null: all)")
+    options: dict[str, Any] = setting(factory=dict, help="task constructor keyword arguments "
+                                                         "(--task.options.KEY VALUE)")
 
 
 @dataclass
 class AlgoConfig:
-    name: str = "mrtpo"
-    params: dict[str, Any] = field(default_factory=dict)  # validated by the algorithm's config dataclass
+    name: str = setting("mrtpo", help="registered algorithm (mrbench list)")
+    params: dict[str, Any] = setting(factory=dict, help="the algorithm's config fields, set as --algo.KEY VALUE; "
+                                                        "checked by the algorithm when the run starts")
 
 
 @dataclass
 class ModelConfig:
-    name: str = "smollm2-135m"  # embedded name, hub id, or local path
-    dtype: str = "auto"  # rollout/replay dtype: auto (bf16 where the CPU/GPU supports it), bfloat16, float16, float32
-    train_dtype: str = "float32"  # master weights and the update
-    device: str = "auto"  # auto, cpu, cuda, cuda:N
-    lora: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    gradient_checkpointing: bool = False
-    cache_dir: str | None = None  # where converted embedded weights are cached
+    name: str = setting("smollm2-135m", help="embedded name, hub id, or local path")
+    dtype: str = setting("auto", help="rollout/replay dtype: auto (bf16 where the CPU/GPU supports it), "
+                                      "bfloat16, float16, float32")
+    train_dtype: str = setting("float32", help="dtype of the master weights and the update")
+    device: str = setting("auto", help="auto, cpu, cuda, cuda:N")
+    lora: bool = setting(False, help="train a LoRA adapter instead of every weight (needs peft)")
+    lora_r: int = setting(16, help="LoRA rank")
+    lora_alpha: int = setting(32, help="LoRA alpha (scale alpha / r)")
+    lora_dropout: float = setting(0.0, help="LoRA dropout")
+    gradient_checkpointing: bool = setting(False, help="recompute activations in the backward pass (less memory)")
+    cache_dir: str | None = setting(None, help="where converted embedded weights are cached "
+                                               "(null: $MRBENCH_MODEL_CACHE, else ~/.cache/mrbench/models)")
+
+
+@dataclass
+class LocalBackendConfig:
+    """Options of the local backend. ``rollout_attention`` ``auto`` gives a separate CPU rollout copy
+    grouped matmuls (harness/attention.py) and leaves a copy shared with training (model.dtype ==
+    model.train_dtype) alone."""
+
+    generator: str = setting("auto", help="auto (vllm when installed and a GPU is present), transformers, vllm")
+    vllm_gpu_memory_utilization: float = setting(0.5, help="share of the GPU the vLLM engine may take")
+    replay_batch_size: int = setting(8, help="sequences per replay forward pass")
+    replay_chunk_size: int = setting(128, help="positions per LM-head / Jensen-Shannon chunk, capped at 12M / V "
+                                               "(memory)")
+    share_prefix: bool = setting(True, help="reuse the KV cache of the shared prompt prefix during replay")
+    sampling_logits_mb: int = setting(512, help="keep the sampling logits for the replay's P_all when they fit "
+                                                "(0: never)")
+    rollout_attention: str = setting("auto", help="attention of the sampling/replay copy: auto, grouped_matmul, "
+                                                  "default (the model's own), or a transformers one (sdpa, eager)")
+    threads: int = setting(0, help="CPU intra-op threads; 0 = auto (1 when the CPUs are already busy, "
+                                   "else torch's default)")
+
+
+# built-in backends with a typed section backend.<name> (plugin backends use backend.options.<name>)
+BUILTIN_BACKEND_SECTIONS = ("local",)
 
 
 @dataclass
 class BackendConfig:
-    name: str = "local"
-    generator: str = "auto"  # auto (vllm when installed and a GPU is present), transformers, vllm
-    vllm_gpu_memory_utilization: float = 0.5  # share of the GPU the vLLM engine may take
-    replay_batch_size: int = 8  # sequences per replay forward pass
-    replay_chunk_size: int = 128  # positions per LM-head / Jensen-Shannon chunk, capped at 12M / V (memory)
-    share_prefix: bool = True  # reuse the KV cache of the shared prompt prefix during replay
-    sampling_logits_mb: int = 512  # keep the sampling logits for the replay's P_all when they fit (0: never)
-    # attention of the sampling/replay copy: auto (grouped matmuls for a separate CPU rollout copy, see
-    # harness/attention.py; a copy shared with training, i.e. model.dtype == model.train_dtype, is left
-    # alone), grouped_matmul, default (the model's own), or a transformers implementation name (sdpa, eager)
-    rollout_attention: str = "auto"
-    threads: int = 0  # CPU intra-op threads; 0 = auto (1 when the CPUs are already busy, else torch's default)
+    name: str = setting("local", help="registered backend (mrbench list)")
+    local: LocalBackendConfig = setting(factory=LocalBackendConfig, help="local backend")
+    options: dict[str, dict[str, Any]] = setting(factory=dict, help="plugin backends' options by backend name "
+                                                                    "(--backend.options.NAME.KEY VALUE); "
+                                                                    "each backend checks its own")
+
+    def __post_init__(self) -> None:
+        for name in self.options:
+            if name in BUILTIN_BACKEND_SECTIONS:
+                raise ConfigError(f"backend.options.{name}: the {name} backend's options are backend.{name}.*")
+
+
+# fields that moved: old dotted path -> new one (old recipes fail with the new place)
+MOVED = {f"backend.{f.name}": f"backend.local.{f.name}" for f in dataclasses.fields(LocalBackendConfig)}
 
 
 @dataclass
 class SamplingConfig:
-    prompts_per_step: int = 2
-    group_size: int = 8  # G responses per prompt
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int | None = None
-    max_new_tokens: int = 96
-    max_prompt_tokens: int = 4096
+    prompts_per_step: int = setting(2, help="prompts drawn per training step")
+    group_size: int = setting(8, help="G responses sampled per prompt")
+    temperature: float = setting(1.0, help="sampling temperature")
+    top_p: float = setting(1.0, help="nucleus sampling mass (1.0: off)")
+    top_k: int | None = setting(None, help="sample among the k most likely tokens (null: off)")
+    max_new_tokens: int = setting(96, help="longest response, in tokens")
+    max_prompt_tokens: int = setting(4096, help="longest prompt, in tokens; a longer one is an error")
 
 
 @dataclass
 class OptimConfig:
-    lr: float = 1e-5
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    micro_batch_size: int = 4  # sequences per forward/backward; gradients accumulate over the step
-    mini_batches: int = 1  # optimiser updates per step (more than 1 makes the ratio and clipping matter)
-    clip_low: float = 0.2  # epsilon_l of Eq. 3
-    clip_high: float = 0.2  # epsilon_h of Eq. 3
-    kl_coef: float = 0.0  # k3 estimator against the initial policy
-    entropy_coef: float = 0.0
+    lr: float = setting(1e-5, help="learning rate (AdamW)")
+    betas: list[float] = setting(factory=lambda: [0.9, 0.999], help="AdamW betas")
+    weight_decay: float = setting(0.0, help="AdamW weight decay")
+    grad_clip: float = setting(1.0, help="clip the gradient norm to this (0: off)")
+    micro_batch_size: int = setting(4, help="sequences per forward/backward; gradients accumulate over the step")
+    mini_batches: int = setting(1, help="optimiser updates per step (more than 1 makes the ratio and clipping "
+                                        "matter)")
+    clip_low: float = setting(0.2, help="epsilon_l of Eq. 3")
+    clip_high: float = setting(0.2, help="epsilon_h of Eq. 3")
+    kl_coef: float = setting(0.0, help="weight of the k3 KL estimator against the initial policy")
+    entropy_coef: float = setting(0.0, help="weight of the entropy bonus")
 
 
 @dataclass
 class ScheduleConfig:
-    steps: int = 4
-    checkpoint_every: int = 1  # steps; 0 = only at the end and on SIGTERM/SIGINT
-    # evaluated greedily at the end of the run; None: the task's own (Task.default_benchmarks)
-    eval_benchmarks: list[str] | None = None
-    eval_other_tasks: bool = False  # allow a benchmark of another task in eval_benchmarks
-    eval_limit: int | None = 8  # cases per benchmark for the end-of-run evaluation (None: all)
-    eval_max_new_tokens: int | None = 128  # None: each benchmark's own default
-    eval_data_dir: str | None = None
-    log_samples: int = 4  # responses per step written to samples.jsonl
+    steps: int = setting(4, help="training steps")
+    checkpoint_every: int = setting(1, help="steps between checkpoints; 0 = only at the end and on SIGTERM/SIGINT")
+    eval_benchmarks: list[str] | None = setting(None, help="benchmarks evaluated greedily at the end of the run "
+                                                      "(mrbench list); null: the task's own")
+    eval_other_tasks: bool = setting(False, help="allow a benchmark of another task in eval_benchmarks")
+    eval_limit: int | None = setting(8, help="cases per benchmark for the end-of-run evaluation (null: all)")
+    eval_max_new_tokens: int | None = setting(128, help="longest evaluation response (null: each benchmark's own)")
+    eval_data_dir: str | None = setting(None, help="dataset root of the end-of-run benchmarks (null: each "
+                                                   "benchmark's default, or the task's data for its own)")
+    log_samples: int = setting(4, help="responses per step written to samples.jsonl")
 
 
 @dataclass
 class OutputConfig:
-    root: str = "results"
-    dir: str | None = None  # explicit record directory (default: root/<task>/<algo>/<model-slug>/seed<N>)
-    # keep checkpoint/ (final weights or adapter + optimiser) once the run has finished; the main
-    # job drops it (SmolLM2's is ~1.6 GB), the paper recipes keep the trained policy
-    keep_checkpoint: bool = False
+    root: str = setting("results", help="records go to ROOT/<task>/<algo>/<model-slug>/seed<N>")
+    dir: str | None = setting(None, help="explicit record directory (overrides root)")
+    keep_checkpoint: bool = setting(False, help="keep checkpoint/ (final weights or adapter + optimiser) once the "
+                                                "run has finished")
 
 
 @dataclass
 class RunConfig:
-    task: TaskConfig = field(default_factory=TaskConfig)
-    algo: AlgoConfig = field(default_factory=AlgoConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    backend: BackendConfig = field(default_factory=BackendConfig)
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    output: OutputConfig = field(default_factory=OutputConfig)
-    seed: int = 0
+    task: TaskConfig = setting(factory=TaskConfig, help="what to train on")
+    algo: AlgoConfig = setting(factory=AlgoConfig, help="the advantage estimator")
+    model: ModelConfig = setting(factory=ModelConfig, help="the policy")
+    backend: BackendConfig = setting(factory=BackendConfig, help="where and how training runs")
+    sampling: SamplingConfig = setting(factory=SamplingConfig, help="rollouts")
+    optim: OptimConfig = setting(factory=OptimConfig, help="the update")
+    schedule: ScheduleConfig = setting(factory=ScheduleConfig, help="steps, checkpoints, end-of-run evaluation")
+    output: OutputConfig = setting(factory=OutputConfig, help="the run record")
+    seed: int = setting(0, help="run seed; training prompts, data order and sampling draw named streams of it")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -139,81 +169,17 @@ class RunConfig:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
+    def to_yaml(self) -> str:
+        """The content of ``config.json`` as YAML, fields in definition order (a valid recipe)."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
+
 
 # ---------------------------------------------------------------------------------------------
-# building from nested dicts with type checks
-
-
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, where)
-            except ConfigError as exc:
-                errors.append(str(exc))
-        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
-    if origin is list:
-        (item_tp,) = typing.get_args(tp) or (Any,)
-        if isinstance(value, tuple):
-            value = list(value)
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        return [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{where}: expected true/false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, str):
-            try:  # YAML 1.1 reads "1e-6" as a string
-                return float(value)
-            except ValueError:
-                pass
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)  # a name such as a model path "1" or a split "2024"
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        return value
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, where)
-    return value
+# resolving: recipe, then overrides
 
 
 def _build(cls: type, data: Any, where: str = "") -> Any:
-    if isinstance(data, cls):
-        return data
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where or 'config'}: expected a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    known = [f.name for f in dataclasses.fields(cls)]
-    kwargs = {}
-    for key, value in data.items():
-        path = f"{where}.{key}" if where else str(key)
-        if key not in known:
-            raise ConfigError(f"{path}: unknown field; known fields of {where or 'the run'}: {', '.join(known)}")
-        kwargs[key] = _coerce(value, hints[key], path)
-    return cls(**kwargs)
+    return build(cls, data, where, MOVED)
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -266,7 +232,7 @@ def parse_overrides(pairs: list[tuple[str, str]]) -> dict[str, Any]:
             value = yaml.safe_load(raw) if isinstance(raw, str) else raw
         except yaml.YAMLError:
             value = raw
-        if isinstance(value, (dict,)) and not dotted.endswith(("params", "options")):
+        if isinstance(value, dict) and not _takes_a_mapping(dotted):
             value = raw  # a string that merely looks like YAML
         parts = dotted.split(".")
         if parts[0] == "algo" and len(parts) >= 2 and parts[1] not in ("name", "params"):
@@ -278,6 +244,10 @@ def parse_overrides(pairs: list[tuple[str, str]]) -> dict[str, Any]:
                 raise ConfigError(f"{dotted}: cannot set a field below a scalar")
         node[parts[-1]] = value
     return out
+
+
+def _takes_a_mapping(dotted: str) -> bool:
+    return dotted.endswith(("params", "options")) or dotted.startswith("backend.options.")
 
 
 def resolve(recipe: str | None = None, overrides: list[tuple[str, str]] | None = None) -> RunConfig:

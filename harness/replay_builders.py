@@ -10,7 +10,7 @@ sampling prompt itself (ifollow; CoRT's x+ always), the old policy's pass over t
 sequence already happened during sampling: the rollout records the final hidden states that
 produced each sampled token (a hook on the final norm, see :mod:`harness.backends.rollout`) and
 the builders below use them instead of replaying P_all (tested equal to the replay, float32).
-Where they fit the memory budget (``backend.sampling_logits_mb``), the sampling logits are kept
+Where they fit the memory budget (``backend.local.sampling_logits_mb``), the sampling logits are kept
 too, and the LM head is not applied to P_all again. With one optimiser update per step the
 ratio's old log-probabilities are the detached current ones, so the trainer needs no separate
 old-log-prob pass.

@@ -143,7 +143,7 @@ def test_backend_sets_the_rollout_attention(tmp_path, dtype, choice, rollout, po
     from harness.backends.local import LocalBackend
 
     cfg = tiny_config(str(tmp_path), "mrtpo")
-    cfg.model.dtype, cfg.model.train_dtype, cfg.backend.rollout_attention = dtype, "float32", choice
+    cfg.model.dtype, cfg.model.train_dtype, cfg.backend.local.rollout_attention = dtype, "float32", choice
     backend = LocalBackend(cfg, task=ToyTask())
     backend._load_policy()
     initial = load_model("tiny-random", dtype="float32").model.config._attn_implementation

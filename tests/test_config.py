@@ -82,3 +82,50 @@ def test_parse_overrides_routes_algo_params():
                                          ("/models/my model/", "my-model")])
 def test_model_slug(name, slug):
     assert model_slug(name) == slug
+
+
+def test_every_field_has_a_description():
+    from harness.config_help import FieldDoc, config_fields
+
+    docs = config_fields()
+    assert {d.path for d in docs} >= {"optim.lr", "backend.local.threads", "backend.options", "seed"}
+    assert [d.path for d in docs if not d.help] == []
+    assert all(d.type for d in docs if isinstance(d, FieldDoc))
+
+
+def test_local_backend_options_have_their_own_section():
+    cfg = resolve(None, [("backend.local.threads", "1"), ("backend.local.generator", "transformers")])
+    assert cfg.backend.local.threads == 1 and cfg.backend.local.generator == "transformers"
+    assert cfg.backend.name == "local" and cfg.backend.options == {}
+
+
+@pytest.mark.parametrize("old", ["threads", "generator", "replay_batch_size", "share_prefix", "rollout_attention"])
+def test_old_backend_keys_name_their_new_place(old, tmp_path):
+    with pytest.raises(ConfigError, match=rf"^backend\.{old}: moved to backend\.local\.{old}$"):
+        resolve(None, [(f"backend.{old}", "1")])
+    recipe = tmp_path / "old.yaml"
+    recipe.write_text(f"backend:\n  name: local\n  {old}: 1\n")
+    with pytest.raises(ConfigError, match=rf"moved to backend\.local\.{old}"):
+        resolve(str(recipe))
+
+
+def test_plugin_backend_options_are_a_mapping_per_backend():
+    cfg = resolve(None, [("backend", "remote"), ("backend.options.remote.workers", "4"),
+                         ("backend.options.remote.queue", "fast"), ("backend.options.other", "{a: 1}")])
+    assert cfg.backend.options == {"remote": {"workers": 4, "queue": "fast"}, "other": {"a": 1}}
+    with pytest.raises(ConfigError, match=r"backend\.options\.remote: expected a mapping, got 4"):
+        resolve(None, [("backend.options.remote", "4")])
+    with pytest.raises(ConfigError, match=r"backend\.options\.local: the local backend's options are backend\.local"):
+        resolve(None, [("backend.options.local.threads", "1")])
+
+
+def test_yaml_is_the_recorded_config_and_a_valid_recipe(tmp_path):
+    import yaml
+
+    cfg = resolve("toolcall-paper", [("optim.lr", "2e-6"), ("backend.local.threads", "2"), ("algo.beta", "0.3")])
+    text = cfg.to_yaml()
+    assert "lr: 2.0e-06" in text.splitlines()[text.splitlines().index("optim:") + 1]
+    assert yaml.safe_load(text) == json.loads(cfg.to_json())
+    recipe = tmp_path / "shown.yaml"
+    recipe.write_text(text)
+    assert resolve(str(recipe)) == cfg

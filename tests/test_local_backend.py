@@ -200,7 +200,7 @@ def test_other_algorithms_train_through_the_same_replay_engine(tmp_path, algo):
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None and torch.cuda.is_available(),
                     reason="vLLM and a GPU are present: the vllm generator is supported here")
 def test_unsupported_generator_is_a_clear_error():
-    cfg = tiny_config("unused", "gdpo", backend__generator="vllm")
+    cfg = tiny_config("unused", "gdpo", backend__local__generator="vllm")
     with pytest.raises(ValueError, match="use 'auto' or 'transformers'"):
         LocalBackend(cfg, task=ToyTask())
 

@@ -175,7 +175,7 @@ def test_vllm_without_vllm_or_cuda_is_a_clear_error(monkeypatch):
 def test_local_backend_vllm_without_vllm_raises(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(VLLMError, match="needs vllm and a CUDA GPU.*vllm is not installed"):
-        LocalBackend(tiny_config("unused", "gdpo", backend__generator="vllm"), task=ToyTask())
+        LocalBackend(tiny_config("unused", "gdpo", backend__local__generator="vllm"), task=ToyTask())
     assert LocalBackend(tiny_config("unused", "gdpo"), task=ToyTask()).generator_name == "transformers"
 
 
@@ -274,8 +274,8 @@ def test_unsupported_engine_and_lora_are_clear_errors(with_fake, tmp_path):
 
 # -- the local backend end to end --------------------------------------------------------------------
 def test_local_backend_trains_with_vllm_rollouts_and_syncs_after_each_update(with_fake, tmp_path, monkeypatch):
-    cfg = tiny_config(str(tmp_path / "run"), "mrtpo", model__device="cpu", backend__generator="vllm",
-                      backend__vllm_gpu_memory_utilization=0.25)
+    cfg = tiny_config(str(tmp_path / "run"), "mrtpo", model__device="cpu", backend__local__generator="vllm",
+                      backend__local__vllm_gpu_memory_utilization=0.25)
     with monkeypatch.context() as m:
         m.setattr(torch.cuda, "is_available", lambda: True)
         backend = LocalBackend(cfg, task=ToyTask())

@@ -2,11 +2,13 @@
 
 One training step (0-based ``n``; metrics rows use ``step = n + 1``):
 
-1. take ``prompts_per_step`` examples (an epoch-wise permutation seeded by ``seed + epoch``; the
-   data position is ``n * prompts_per_step``, so a resumed run sees the same prompts);
+1. take ``prompts_per_step`` examples (an epoch-wise permutation from the ``data-order`` stream of
+   :mod:`mrbench_core.seeds` for (seed, epoch); the data position is ``n * prompts_per_step``, so a
+   resumed run sees the same prompts);
 2. sample G responses each with the rollout model (bf16 where native, see :mod:`harness.models`),
-   or with vLLM (:mod:`harness.backends.vllm_rollout`, synced after every update), keeping the sampled ids; the torch RNG is seeded with ``seed * 1_000_003 + n`` at the start
-   of every step, so an interrupted and resumed run reproduces an uninterrupted one;
+   or with vLLM (:mod:`harness.backends.vllm_rollout`, synced after every update), keeping the
+   sampled ids; the torch RNG is seeded from the ``sampling`` stream for (seed, n) at the start of
+   every step, so an interrupted and resumed run reproduces an uninterrupted one;
 3. score every response with the task's verifiers -> rewards[B, K] (NaN-padded where K varies);
 4. replay what the algorithm asks (:mod:`harness.replay_builders`) with the rollout model (= theta_old);
    when MRTPO's P_all (or CoRT's x+) is the sampling prompt, the hidden states recorded during
@@ -47,6 +49,7 @@ from harness.replay import ReplayEngine, decoder_and_head, head_logits
 from harness.replay_builders import ReplayResult, replay_for
 from harness.system import choose_threads
 from mrbench_core.replay_kinds import ReplayRequest
+from mrbench_core.seeds import DATA_ORDER, SAMPLING, stream_seed
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -54,7 +57,7 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def _step_seed(seed: int, step: int) -> int:
-    return (seed * 1_000_003 + step) % (2 ** 63)
+    return stream_seed(SAMPLING, seed, step)
 
 
 @BACKENDS.register("local")
@@ -78,9 +81,9 @@ class LocalBackend(Backend):
         self._stop: str | None = None
         self._keep_hidden = True
         if self.device.type == "cpu":
-            torch.set_num_threads(choose_threads(cfg.backend.threads))
+            torch.set_num_threads(choose_threads(cfg.backend.local.threads))
         # "auto": vLLM when it imports and CUDA is present; "vllm" without them raises VLLMError
-        self.generator_name = choose_generator(cfg.backend.generator)
+        self.generator_name = choose_generator(cfg.backend.local.generator)
         self._vllm: Any = None
 
     # -- setup ---------------------------------------------------------------------------------
@@ -117,7 +120,7 @@ class LocalBackend(Backend):
         self._ref: Any = None
         if self._needs_reference():  # the initial weights, copied before any update or resume
             self._ref = "adapter-disabled" if m.lora else copy.deepcopy(policy).eval().requires_grad_(False)
-        attention = self.cfg.backend.rollout_attention
+        attention = self.cfg.backend.local.rollout_attention
         if self.rollout_dtype == self.train_dtype:
             self.rollout_model = policy  # one copy serves both; "auto" leaves the training attention alone
             if attention != "auto":
@@ -140,7 +143,7 @@ class LocalBackend(Backend):
         """The vLLM engine (when chosen), built after any resume so it starts from the current weights."""
         if self.generator_name == "vllm" and self._vllm is None:
             self._vllm = VLLMGenerator(self.policy, self.tokenizer, dtype=self.rollout_dtype,
-                                       gpu_memory_utilization=self.cfg.backend.vllm_gpu_memory_utilization,
+                                       gpu_memory_utilization=self.cfg.backend.local.vllm_gpu_memory_utilization,
                                        work_dir=record.path, source=self.model_source, seed=self.cfg.seed)
 
     def _needs_reference(self) -> bool:
@@ -161,7 +164,7 @@ class LocalBackend(Backend):
             loaded = load_model(m.name, dtype=self.rollout_dtype, device=self.device, cache_dir=m.cache_dir)
             self.tokenizer, self.rollout_model = loaded.tokenizer, loaded.model
             self.eos = eos_ids(self.tokenizer, loaded.model)
-            use_for_rollout(self.rollout_model, self.cfg.backend.rollout_attention)
+            use_for_rollout(self.rollout_model, self.cfg.backend.local.rollout_attention)
         self.rollout_model.eval()
         return greedy_texts(self.rollout_model, self.tokenizer, messages_list, self.eos, max_new_tokens)
 
@@ -170,7 +173,7 @@ class LocalBackend(Backend):
         n = len(examples)
         out = []
         for i in range(position, position + count):
-            perm = np.random.RandomState((self.cfg.seed + i // n) % (2 ** 32)).permutation(n)
+            perm = np.random.RandomState(stream_seed(DATA_ORDER, self.cfg.seed, i // n, bits=32)).permutation(n)
             out.append(examples[int(perm[i % n])])
         return out
 
@@ -217,8 +220,9 @@ class LocalBackend(Backend):
             self._sync_rollout()
         self._start_vllm(record)
         record.truncate_metrics(start)
-        engine = ReplayEngine(self.rollout_model, cfg.backend.replay_batch_size, cfg.backend.replay_chunk_size,
-                              cfg.backend.share_prefix, self.pad_id)
+        opts = cfg.backend.local
+        engine = ReplayEngine(self.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix,
+                              self.pad_id)
         old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         rows: list[dict[str, Any]] = []
         try:
@@ -265,7 +269,7 @@ class LocalBackend(Backend):
                 and self._keep_hidden and self._vllm is None)
         rollouts = rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
                                 s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm,
-                                seed=_step_seed(cfg.seed, n), logits_budget=cfg.backend.sampling_logits_mb << 20)
+                                seed=_step_seed(cfg.seed, n), logits_budget=cfg.backend.local.sampling_logits_mb << 20)
         t1 = time.time()
         for r in rollouts:
             r.verdicts = self.task.score(r.example, r.text)

@@ -3,7 +3,7 @@
 :class:`VLLMGenerator` wraps one ``vllm.LLM`` built from the policy's weights: the model's source
 (hub id or local directory) when given, else a ``save_pretrained`` copy written under the run
 record. The engine runs in the rollout dtype with prefix caching (the G samples of a prompt share
-its prefill) and ``backend.vllm_gpu_memory_utilization`` of the GPU.
+its prefill) and ``backend.local.vllm_gpu_memory_utilization`` of the GPU.
 
 Sampling decisions:
 
@@ -68,18 +68,18 @@ def vllm_missing() -> str | None:
 
 
 def choose_generator(requested: str) -> str:
-    """``"vllm"`` or ``"transformers"`` for ``backend.generator``: "auto" picks vLLM only when it
+    """``"vllm"`` or ``"transformers"`` for ``backend.local.generator``: "auto" picks vLLM only when it
     imports and a GPU is present; "vllm" without them raises :class:`VLLMError` saying what is missing."""
     known = ("auto", "transformers", "vllm")
     if requested not in known:
-        raise ValueError(f"unknown backend.generator={requested!r}; known: {', '.join(known)}")
+        raise ValueError(f"unknown backend.local.generator={requested!r}; known: {', '.join(known)}")
     if requested == "transformers":
         return "transformers"
     missing = vllm_missing()
     if missing is None:
         return "vllm"
     if requested == "vllm":
-        raise VLLMError(f"backend.generator='vllm' needs vllm and a CUDA GPU: {missing}; "
+        raise VLLMError(f"backend.local.generator='vllm' needs vllm and a CUDA GPU: {missing}; "
                         f"use 'auto' or 'transformers' to sample with transformers' generate")
     return "transformers"
 
@@ -101,10 +101,11 @@ class VLLMGenerator:
                  work_dir: str | Path, source: str | None = None, seed: int = 0,
                  max_model_len: int | None = None):
         if hasattr(policy, "peft_config"):
-            raise VLLMError("backend.generator='vllm' does not support model.lora (the engine needs merged "
-                            "weights); use backend.generator='transformers'")
+            raise VLLMError("backend.local.generator='vllm' does not support model.lora (the engine needs merged "
+                            "weights); use backend.local.generator='transformers'")
         if not 0.0 < gpu_memory_utilization <= 1.0:
-            raise ValueError(f"backend.vllm_gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+            raise ValueError(f"backend.local.vllm_gpu_memory_utilization must be in (0, 1], "
+                             f"got {gpu_memory_utilization}")
         self.dtype = dtype
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.vllm = importlib.import_module("vllm")
@@ -201,4 +202,4 @@ def load_into(llm: Any, weights: Iterable[tuple[str, torch.Tensor]], version: st
         return "collective_rpc"
     raise VLLMError(f"cannot push weights into this vLLM (version {version}): it has neither "
                     f"llm_engine.model_executor.driver_worker.model_runner.model, nor LLM.apply_model, "
-                    f"nor LLM.collective_rpc; use backend.generator='transformers'")
+                    f"nor LLM.collective_rpc; use backend.local.generator='transformers'")

@@ -2,8 +2,10 @@
 
 A prompt is a base request (written for this project, :data:`BASE_REQUESTS`) plus K mutually
 compatible IFEval-type constraints with sampled parameters, rendered by
-:mod:`tasks.ifollow.template`. Everything is deterministic in ``seed``: prompt i of seed s is
-drawn from ``random.Random(f"{s}:{i}")``, so prompts do not depend on how many are asked for.
+:mod:`tasks.ifollow.template`. Everything is deterministic in (purpose, seed): prompt i is drawn
+from ``random.Random`` seeded by the stream key ``f"{purpose}:{seed}:{i}"`` (:mod:`mrbench_core.seeds`),
+so prompts do not depend on how many are asked for, and different purposes (training, held-out)
+never share a stream.
 
 Choice of constraint types (decision): types whose verdicts vary for a small model, so that
 rewards vary within a sampling group. Measured with SmolLM2-135M (8 samples on each of two
@@ -28,6 +30,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from mrbench_core.seeds import TRAIN_PROMPTS, stream_key
 from tasks.ifollow.constraints import get_constraint
 from tasks.ifollow.template import ConstrainedPrompt, render_prompt
 
@@ -212,12 +215,15 @@ def sample_types(rng: random.Random, k: int) -> list[str]:
     return chosen
 
 
-def generate_prompt(index: int, seed: int = 0, min_constraints: int = 5,
-                    max_constraints: int = 7) -> ConstrainedPrompt:
-    """Prompt ``index`` of the generated set for ``seed`` (K uniform in [min, max])."""
+def generate_prompt(index: int, seed: int = 0, min_constraints: int = 5, max_constraints: int = 7,
+                    purpose: str = TRAIN_PROMPTS) -> ConstrainedPrompt:
+    """Prompt ``index`` of the generated set for (``purpose``, ``seed``) (K uniform in [min, max]).
+
+    ``purpose`` names the stream (:mod:`mrbench_core.seeds`): the held-out set
+    (``heldout-prompts``) never shares a stream with the training set (``train-prompts``) of any seed."""
     if not 1 <= min_constraints <= max_constraints:
         raise ValueError(f"need 1 <= min_constraints <= max_constraints, got {min_constraints}, {max_constraints}")
-    rng = random.Random(f"mrbench-ifollow:{seed}:{index}")
+    rng = random.Random(f"mrbench-ifollow:{stream_key(purpose, seed, index)}")
     base = rng.choice(BASE_REQUESTS)
     types = sample_types(rng, rng.randint(min_constraints, max_constraints))
     ctx: dict[str, Any] = {"used_words": set(), "capital_at_least_ok": "change_case:english_lowercase" not in types}
@@ -232,10 +238,11 @@ def generate_prompt(index: int, seed: int = 0, min_constraints: int = 5,
         kwargs[i]["forbidden_words"] = [w for w in kwargs[i]["forbidden_words"] if w not in ctx["used_words"]]
     constraints = [(types[i], kwargs[i]) for i in range(len(types))]
     sentences = [get_constraint(cid).render(kw) for cid, kw in constraints]
-    return ConstrainedPrompt(id=f"gen-{seed}-{index}", base=base, constraints=constraints,
+    return ConstrainedPrompt(id=f"gen-{purpose}-{seed}-{index}", base=base, constraints=constraints,
                              sentences=list(sentences), prompt=render_prompt(base, sentences), source="generated")
 
 
-def generate_prompts(n: int, seed: int = 0, min_constraints: int = 5, max_constraints: int = 7) -> list[ConstrainedPrompt]:
-    """The first ``n`` prompts of the generated set for ``seed``."""
-    return [generate_prompt(i, seed, min_constraints, max_constraints) for i in range(n)]
+def generate_prompts(n: int, seed: int = 0, min_constraints: int = 5, max_constraints: int = 7,
+                     purpose: str = TRAIN_PROMPTS) -> list[ConstrainedPrompt]:
+    """The first ``n`` prompts of the generated set for (``purpose``, ``seed``)."""
+    return [generate_prompt(i, seed, min_constraints, max_constraints, purpose) for i in range(n)]

@@ -6,9 +6,10 @@ text in the prompt, or None), ``prompt`` and ``source``. ``reward_names`` = ``"c
 (position k, constraint type), so K varies per example (the backend NaN-pads).
 
 Data. ``load(data_dir=None)``: the project's generated prompts (:mod:`tasks.ifollow.generator`;
-5-7 constraints by default, deterministic in ``seed``; the ``train`` split and the
-``dev``/``test`` splits draw disjoint streams). ``data_dir`` a folder/file: HIR-16K JSONL rows;
-``data_dir="hub:sastpg/HIR-16K"``: the hub (needs access).
+5-7 constraints by default, deterministic in ``seed``; the ``train``, ``dev``/``validation`` and
+``test`` splits draw the named streams ``train-prompts``, ``dev-prompts`` and ``heldout-prompts`` of
+:mod:`mrbench_core.seeds`, so no seed's training prompts are another seed's held-out prompts).
+``data_dir`` a folder/file: HIR-16K JSONL rows; ``data_dir="hub:sastpg/HIR-16K"``: the hub (needs access).
 
 Rewards. Strict IFEval checking by default (``loose=True`` gives IFEval's loose variant);
 no format reward. A verdict's ``block`` is the constraint's text in the prompt (None when the
@@ -26,13 +27,14 @@ import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from mrbench_core.seeds import DEV_PROMPTS, HELDOUT_PROMPTS, TRAIN_PROMPTS
 from tasks.base import DataError, Example, Message, ReplayContexts, RewardSpec, Task, Verdict
 from tasks.registry import TASKS
 from tasks.ifollow.constraints import check, get_constraint
 from tasks.ifollow.rows import parse_official, prompt_of
 from tasks.ifollow.template import ConstrainedPrompt, without_all, without_constraint
 
-SPLIT_SEEDS = {"train": 0, "dev": 1_000_003, "validation": 1_000_003, "test": 2_000_003}
+SPLIT_STREAMS = {"train": TRAIN_PROMPTS, "dev": DEV_PROMPTS, "validation": DEV_PROMPTS, "test": HELDOUT_PROMPTS}
 DEFAULT_SIZE = 2000
 
 
@@ -45,7 +47,7 @@ class InstructionFollowingTask(Task):
     """Multi-constraint instruction following; every constraint is a binary reward."""
 
     name = "ifollow"
-    version = "1"
+    version = "2"
     format_reward = None
 
     def __init__(self, min_constraints: int = 5, max_constraints: int = 7, loose: bool = False,
@@ -72,11 +74,11 @@ class InstructionFollowingTask(Task):
         if data_dir is None:
             from tasks.ifollow.generator import generate_prompts
 
-            if split not in SPLIT_SEEDS:
-                raise ValueError(f"unknown split {split!r} for generated prompts (known: {', '.join(SPLIT_SEEDS)})")
+            if split not in SPLIT_STREAMS:
+                raise ValueError(f"unknown split {split!r} for generated prompts (known: {', '.join(SPLIT_STREAMS)})")
             n = self.default_size if limit is None else limit
-            items = generate_prompts(n, seed=seed + SPLIT_SEEDS[split], min_constraints=self.min_constraints,
-                                     max_constraints=self.max_constraints)
+            items = generate_prompts(n, seed=seed, min_constraints=self.min_constraints,
+                                     max_constraints=self.max_constraints, purpose=SPLIT_STREAMS[split])
         elif str(data_dir).startswith("hub:"):
             from tasks.ifollow.hir import load_hub
 
