@@ -8,6 +8,10 @@ An evaluator owns one benchmark (``bfcl-v4``, ``spider-dev``, ``ifeval``, ...):
   wrong answer, reported as such) and returns per-case rows plus a summary.
 
 The runner (``evals.runner``) handles files, generation with ``--model`` and writing results.
+Prediction files (:mod:`evals.prediction_formats`) are matched to cases by ``case.id``, or by the
+``meta`` keys ``row`` (0-based position in the benchmark's question file; its index is also
+accepted as an id), ``prompt`` (the prompt text) and ``db_id`` (checked against a prediction that
+names its database); an evaluator lists the file formats it reads in ``prediction_formats``.
 """
 
 from __future__ import annotations
@@ -47,6 +51,13 @@ class Evaluator(ABC):
     task: str = ""  # the task whose prompt format and decoding it uses
     #: generation settings for ``--model`` (greedy by default)
     max_new_tokens: int = 1024
+    #: formats a ``--predictions`` file may be in (names from :data:`evals.prediction_formats.FORMATS`)
+    prediction_formats: tuple[str, ...] = ("jsonl",)
+
+    def read_responses_as(self, prediction_format: str) -> None:
+        """Told the predictions' format before ``score``. An evaluator whose official files hold the
+        answer in another syntax than its task's (BFCL result files) decodes accordingly; by default
+        every format carries raw model text and nothing changes."""
 
     @abstractmethod
     def cases(self, data_dir: str | None = None, categories: Sequence[str] | None = None) -> list[EvalCase]:

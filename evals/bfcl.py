@@ -13,6 +13,11 @@ Scoring (:meth:`BFCLv4Evaluator.score`): decode the response's tool-call block
   or an empty block), else ``irrelevance_error:decoder_success``;
 - a case without a response is wrong (``missing_response``).
 
+Predictions may also be BFCL's own result files (``--format bfcl-result``, rows ``{id, result}``):
+the result is then decoded in BFCL's answer syntax (:mod:`tasks.toolcall.bfcl_syntax`), not the
+RLLA block, and checked by the same checker; ``format_ok`` is then null (the RLLA format does not
+apply) and the format rate is reported as n/a.
+
 Each row also says whether the response has the RLLA format the training reward asks for
 (``format_ok``: the ``tool_call`` layout for AST cases, the ``response`` layout for irrelevance
 cases), and the summary reports this format rate (paper Figure 4d) overall and per category.
@@ -44,6 +49,7 @@ from evals.registry import EVALUATORS
 from tasks.base import DataError
 from tasks.toolcall.bfcl_checker import check, language_of
 from tasks.toolcall.bfcl_prompts import case_messages, decode_calls
+from tasks.toolcall.bfcl_syntax import decode_result
 from tasks.toolcall.data import read_jsonl
 from tasks.toolcall.rewards import format_reward
 
@@ -142,16 +148,20 @@ def _load_category(root: str, category: str) -> list[EvalCase]:
     return cases
 
 
-def score_case(case: EvalCase, response: str | None) -> dict[str, Any]:
-    """One per-case row ``{id, category, valid, error_type, error, format_ok}``. Never raises on ``response``."""
-    row = {"id": case.id, "category": case.category, "valid": False, "error_type": "", "error": "",
-           "format_ok": False}
+def score_case(case: EvalCase, response: str | None, syntax: str = "rlla") -> dict[str, Any]:
+    """One per-case row ``{id, category, valid, error_type, error, format_ok}``. Never raises on ``response``.
+    ``syntax``: ``rlla`` (the task's tool-call block) or ``bfcl`` (a BFCL result, module docstring)."""
+    row: dict[str, Any] = {"id": case.id, "category": case.category, "valid": False, "error_type": "",
+                           "error": "", "format_ok": False if syntax == "rlla" else None}
     if response is None:
         row.update(error_type="missing_response", error="no response for this case")
         return row
-    kind = "response" if case.category in IRRELEVANCE else "tool_call"
-    row["format_ok"] = format_reward(response if isinstance(response, str) else "", kind).value == 1.0
-    calls, why = decode_calls(response)
+    if syntax == "bfcl":
+        calls, why = decode_result(response, case.meta["language"])
+    else:
+        kind = "response" if case.category in IRRELEVANCE else "tool_call"
+        row["format_ok"] = format_reward(response if isinstance(response, str) else "", kind).value == 1.0
+        calls, why = decode_calls(response)
     if case.category in IRRELEVANCE:
         if calls:
             row.update(error_type="irrelevance_error:decoder_success",
@@ -177,13 +187,16 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-category accuracy plus the macro and micro aggregates of the module docstring."""
     per: dict[str, dict[str, Any]] = {}
     for r in rows:
-        s = per.setdefault(r["category"], {"correct": 0, "total": 0, "format_ok": 0})
+        s = per.setdefault(r["category"], {"correct": 0, "total": 0, "format_ok": 0, "format_checked": 0})
         s["correct"] += int(bool(r["valid"]))
         s["total"] += 1
         s["format_ok"] += int(bool(r.get("format_ok")))
+        s["format_checked"] += int(r.get("format_ok") is not None)
     for s in per.values():
         s["accuracy"] = s["correct"] / s["total"] if s["total"] else None
-        s["format_rate"] = s["format_ok"] / s["total"] if s["total"] else None
+        checked = s.pop("format_checked")
+        s["format_rate"] = s["format_ok"] / checked if checked else None
+    checked_rows = [r for r in rows if r.get("format_ok") is not None]
     acc = {c: per[c]["accuracy"] for c in per}
 
     def pooled(cats: list[str]) -> float | None:
@@ -201,7 +214,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "live_macro": _mean([acc[c] for c in LIVE if c in acc]),
         "irrelevance": acc.get("irrelevance"),
         "live_irrelevance": acc.get("live_irrelevance"),
-        "format_rate": sum(int(bool(r.get("format_ok"))) for r in rows) / len(rows) if rows else None,
+        "format_rate": (sum(int(bool(r["format_ok"])) for r in checked_rows) / len(checked_rows)
+                        if checked_rows else None),
         "non_live_complete": all(c in per for c in NON_LIVE),
         "live_complete": all(c in per for c in LIVE),
         "headline": {"non_live": "non_live_macro", "live": "live_micro"},
@@ -233,6 +247,13 @@ class BFCLv4Evaluator(Evaluator):
     name = "bfcl-v4"
     task = "toolcall"
     max_new_tokens = 1024
+    prediction_formats = ("jsonl", "bfcl-result")
+
+    def __init__(self, syntax: str = "rlla") -> None:
+        self.syntax = syntax  # rlla: the task's tool-call block; bfcl: BFCL result files
+
+    def read_responses_as(self, prediction_format: str) -> None:
+        self.syntax = "bfcl" if prediction_format == "bfcl-result" else "rlla"
 
     def cases(self, data_dir: str | None = None, categories: Sequence[str] | None = None) -> list[EvalCase]:
         root = resolve_data_dir(data_dir)
@@ -242,6 +263,6 @@ class BFCLv4Evaluator(Evaluator):
         return out
 
     def score(self, cases: Sequence[EvalCase], responses: dict[str, str]) -> EvalReport:
-        rows = [score_case(case, responses.get(case.id)) for case in cases]
+        rows = [score_case(case, responses.get(case.id), self.syntax) for case in cases]
         summary = summarize(rows)
         return EvalReport(rows=rows, summary=summary, table=markdown_table(summary))

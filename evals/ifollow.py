@@ -70,6 +70,8 @@ class _InstructionListEvaluator(Evaluator):
     folder = ""
     filename = ""
     max_new_tokens = 1280
+    #: mrbench rows by key, or the official input_response_data rows matched by prompt text
+    prediction_formats = ("jsonl", "ifeval-responses")
 
     def cases(self, data_dir: str | None = None, categories: Sequence[str] | None = None) -> list[EvalCase]:
         path = find_file(data_dir, self.folder, self.filename, self.name)

@@ -4,9 +4,13 @@ Writes into ``--out``: ``results.jsonl`` (one row per case), ``summary.json``, `
 (the table), ``skipped.jsonl`` (cases that could not be scored, with the reason) and, when a
 model generated the responses, ``predictions.jsonl``.
 
-Predictions are JSONL rows ``{id, response}`` (``key`` is accepted for ``id``; rows with only a
-``prompt`` are matched to the case with that prompt text, as official IFEval output files are).
-A case with no prediction is scored on the empty response, and counted in ``missing``.
+Predictions are mrbench's JSONL rows ``{id, response}`` or a file in the format the benchmark's
+official evaluator reads (Spider's one query per line, BIRD's ``predict_dev.json``, IFEval's
+prompt/response rows, BFCL result files): see :mod:`evals.prediction_formats`. The format is
+detected (or named with ``predictions_format``) and recorded in the summary. A file none of whose
+predictions matches a case is refused (:mod:`evals.prediction_match`); otherwise a case with no
+prediction is scored as the evaluator scores a missing response, and the summary counts those
+cases and the predictions that matched no case (``prediction_warnings`` says which).
 """
 
 from __future__ import annotations
@@ -17,36 +21,31 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.base import EvalCase
+from evals.base import EvalCase, Evaluator
+from evals.prediction_formats import FORMATS, read_prediction_file
+from evals.prediction_match import MatchResult, match_predictions, match_warnings, require_a_match
 from evals.registry import make_evaluator
-from mrbench_core.jsonio import atomic_write_json, atomic_write_text, iter_jsonl
+from mrbench_core.jsonio import atomic_write_json, atomic_write_text
 
 #: how responses are generated for ``--model``: (chat messages per case, max new tokens) -> texts,
 #: greedy; the harness builds one from the configured backend
 Generate = Callable[[list[list[dict[str, str]]], int], list[str]]
 
 
-def read_predictions(path: str | Path, cases: Sequence[EvalCase]) -> tuple[dict[str, str], list[str]]:
-    """Map case id -> response. Returns also the prediction ids that match no case."""
-    by_prompt = {c.meta["prompt"]: c.id for c in cases if isinstance(c.meta.get("prompt"), str)}
-    ids = {c.id for c in cases}
-    out: dict[str, str] = {}
-    unknown: list[str] = []
-    for lineno, row in iter_jsonl(path):
-        rid = row.get("id", row.get("key"))
-        if rid is None and isinstance(row.get("prompt"), str):
-            rid = by_prompt.get(row["prompt"])
-        if rid is None:
-            unknown.append(f"line {lineno}")
-            continue
-        rid = str(rid)
-        response = row.get("response")
-        if response is None:
-            response = ""
-        out[rid] = response if isinstance(response, str) else json.dumps(response)
-        if rid not in ids:
-            unknown.append(rid)
-    return out, unknown
+def read_predictions(path: str | Path, cases: Sequence[EvalCase], evaluator: Evaluator,
+                     predictions_format: str | None = None) -> tuple[str, MatchResult]:
+    """(format used, predictions matched to ``cases``); raises when the evaluator does not read that
+    format or when no prediction matches a case. Tells the evaluator the format."""
+    file = read_prediction_file(path, predictions_format)
+    formats = evaluator.prediction_formats
+    if file.format not in formats:
+        how = "detected in" if file.detected else "named for"
+        raise ValueError(f"{evaluator.name} does not read {file.format} predictions ({how} {path}); it reads "
+                         + "; ".join(f"{f}: {FORMATS[f]}" for f in formats))
+    matched = match_predictions(file, cases)
+    require_a_match(file, matched, cases, evaluator.name, formats)
+    evaluator.read_responses_as(file.format)
+    return file.format, matched
 
 
 def generate_for_cases(generate: Generate, cases: Sequence[EvalCase], max_new_tokens: int) -> dict[str, str]:
@@ -83,7 +82,8 @@ def benchmark_results(benchmarks: Mapping[str, str | None], generate: Generate, 
 
 def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, generate: Generate | None = None,
              model: str | None = None, data_dir: str | None = None, categories: Sequence[str] | None = None,
-             limit: int | None = None, max_new_tokens: int | None = None) -> dict[str, Any]:
+             limit: int | None = None, max_new_tokens: int | None = None,
+             predictions_format: str | None = None) -> dict[str, Any]:
     """One benchmark from a predictions file, or from ``generate`` (``model`` names it in the summary)."""
     evaluator = make_evaluator(name)
     cases = evaluator.cases(data_dir=data_dir, categories=categories)
@@ -91,10 +91,12 @@ def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, 
         cases = cases[:limit]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    unknown: list[str] = []
+    matched = MatchResult()
+    used_format = None
     t0 = time.time()
     if predictions is not None:
-        responses, unknown = read_predictions(predictions, cases)
+        used_format, matched = read_predictions(predictions, cases, evaluator, predictions_format)
+        responses = matched.responses
     else:
         if generate is None:
             raise ValueError("run_eval needs a predictions file or a generate function")
@@ -103,6 +105,7 @@ def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, 
             json.dumps({"id": cid, "response": text}, ensure_ascii=False) + "\n" for cid, text in responses.items()))
     t_gen = time.time() - t0
     missing = [c.id for c in cases if c.id not in responses and not c.meta.get("skip_reason")]
+    warnings = match_warnings(matched, len(cases)) if predictions is not None else []
     report = evaluator.score(cases, responses)
     t_score = time.time() - t0 - t_gen
     atomic_write_text(out / "results.jsonl", "".join(
@@ -114,9 +117,11 @@ def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, 
         "benchmark": name,
         "cases": len(cases),
         "missing_predictions": len(missing),
-        "unmatched_predictions": len(unknown),
+        "unmatched_predictions": len(matched.unmatched),
         "skipped": len(report.skipped),
         "source": "predictions:" + str(predictions) if predictions is not None else f"model:{model}",
+        "predictions_format": used_format,
+        "prediction_warnings": warnings,
         "seconds_generate": round(t_gen, 3),
         "seconds_score": round(t_score, 3),
     })

@@ -41,6 +41,8 @@ class Text2SQLEvaluator(Evaluator):
 
     task = "text2sql"
     max_new_tokens = 2048
+    #: mrbench rows (ids the project's or the row index), Spider's one query per line, BIRD's predict_dev.json
+    prediction_formats = ("jsonl", "sql-lines", "bird-json")
 
     def __init__(self, benchmark: str, limits: SandboxLimits | None = None,
                  sample_rows: int = 0, cache_dir: str | None = None) -> None:

@@ -5,7 +5,7 @@
     mrbench run --help [--algo A]                  every config field (and algorithm A's parameters)
     mrbench config show [--config RECIPE] [overrides ...]   the resolved config as YAML (= config.json)
     mrbench score TASK --data FILE.jsonl --out FILE.jsonl [--data-dir DIR]
-    mrbench eval NAME (--predictions FILE.jsonl | --model M) --out DIR [--data-dir DIR] [--categories C ...]
+    mrbench eval NAME (--predictions FILE [--format F] | --model M) --out DIR [--data-dir DIR] [--categories C ...]
     mrbench eval NAME NAME ... --model M --out DIR   (several benchmarks, with cross-benchmark averages)
     mrbench leaderboard [--root results] [--out FILE.md]
 """
@@ -109,8 +109,10 @@ def cmd_config_show(args: argparse.Namespace, extra: Sequence[str]) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from harness.scoring import score_file
 
-    n = score_file(args.task, args.data, args.out, data_dir=args.data_dir)
-    print(f"scored {n} rows -> {args.out}")
+    scored = score_file(args.task, args.data, args.out, data_dir=args.data_dir)
+    for warning in scored.warnings():
+        print(f"mrbench score: warning: {warning}", file=sys.stderr)
+    print(f"scored {scored.rows} rows -> {args.out}")
     return 0
 
 
@@ -120,6 +122,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     generate = None
     if (args.predictions is None) == (args.model is None):
         print("mrbench eval: give exactly one of --predictions FILE or --model M", file=sys.stderr)
+        return 2
+    if args.format is not None and args.predictions is None:
+        print("mrbench eval: --format names the format of a --predictions file", file=sys.stderr)
         return 2
     if args.model is not None:
         from harness.generation import backend_generate
@@ -136,7 +141,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         summary = run_eval(args.name[0], out_dir=args.out, predictions=args.predictions, generate=generate,
                            model=args.model,
                            data_dir=args.data_dir, categories=args.categories, limit=args.limit,
-                           max_new_tokens=args.max_new_tokens)
+                           max_new_tokens=args.max_new_tokens, predictions_format=args.format)
+    if summary.get("predictions_format"):
+        print(f"predictions read as {summary['predictions_format']}")
+    for warning in summary.get("prediction_warnings", []):
+        print(f"mrbench eval: warning: {warning}", file=sys.stderr)
     print(summary.get("table", ""))
     print(f"results -> {args.out}")
     return 0
@@ -217,7 +226,11 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     ev = sub.add_parser("eval", help="evaluate predictions (or a model) on a benchmark")
     ev.add_argument("name", nargs="+", help="benchmark name(s); several with --model write DIR/<name>/ each "
                     "and suite.json with cross-benchmark averages (e.g. the text-to-SQL paper average)")
-    ev.add_argument("--predictions", help="JSONL rows {id, response} with raw model text")
+    ev.add_argument("--predictions", help="raw model outputs: JSONL rows {id, response}, or the benchmark's "
+                    "official format (Spider SQL lines, BIRD predict_dev.json, IFEval prompt/response rows, "
+                    "BFCL result files)")
+    ev.add_argument("--format", help="the predictions' format (detected when omitted): jsonl, ifeval-responses, "
+                    "sql-lines, bird-json, bfcl-result")
     ev.add_argument("--model", help="generate greedily with this model first, through the configured backend")
     ev.add_argument("--backend", help="backend that generates for --model (default: the config's, local)")
     ev.add_argument("--config", help="run recipe whose model and backend settings --model generation uses")

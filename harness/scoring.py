@@ -4,12 +4,17 @@ Each input row is one of the task's example rows plus a ``response`` field. Each
 ``id`` (the row's ``id`` or ``key``, else its 1-based line number), ``reward_names`` (in the
 example's order), ``rewards`` (name -> value; null where the reward does not apply), ``blocks``
 (name -> verifier block text or null) and ``details`` (name -> reason, spans read, detail).
+
+A file with no rows, or none that could be scored (a null response, or a reward that could not
+be computed, such as execution on a missing database), is a DataError after the output is
+written; when only some rows are like that, :meth:`ScoredFile.warnings` says how many.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +52,53 @@ def score_row(task: Task, row: dict[str, Any], *, where: str, lineno: int, data_
     }
 
 
-def score_file(task_name: str, data: str, out: str, *, data_dir: str | None = None) -> int:
+@dataclass
+class ScoredFile:
+    """What :func:`score_file` scored: how many rows, and which could not be (fully) scored."""
+
+    rows: int = 0
+    usable: int = 0
+    no_response: list[str] = field(default_factory=list)  # "row 3" per row whose response is null
+    unscored: list[str] = field(default_factory=list)  # "row 3: execution: <reason>" per reward not computed
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.no_response:
+            out.append(f"{len(self.no_response)} of {self.rows} rows have a null response, scored as empty "
+                       f"(first: {self.no_response[0]})")
+        if self.unscored:
+            out.append(f"{len(self.unscored)} of {self.rows} rows have a reward that could not be computed "
+                       f"(first: {self.unscored[0]})")
+        return out
+
+
+def _reward_not_computed(scored: dict[str, Any]) -> str | None:
+    for name in scored["reward_names"]:
+        if scored["rewards"][name] is None:
+            return f"{name}: {scored['details'][name]['reason']}"
+    return None
+
+
+def score_file(task_name: str, data: str, out: str, *, data_dir: str | None = None) -> ScoredFile:
     task = make_task(task_name)
     lines = []
+    result = ScoredFile()
     for lineno, row in iter_jsonl(data):
         scored = score_row(task, row, where=str(data), lineno=lineno, data_dir=data_dir)
         lines.append(json.dumps(scored, ensure_ascii=False, default=str))
+        result.rows += 1
+        why = _reward_not_computed(scored)
+        if row.get("response") is None:
+            result.no_response.append(f"row {lineno}")
+        elif why is not None:
+            result.unscored.append(f"row {lineno}: {why}")
+        else:
+            result.usable += 1
+    if not result.rows:
+        raise DataError("no rows to score (one JSON object per line: the task's example fields plus 'response')",
+                        path=str(data))
     atomic_write_text(Path(out), "".join(line + "\n" for line in lines))
-    return len(lines)
+    if not result.usable:
+        raise DataError(f"none of the {result.rows} rows could be scored: {'; '.join(result.warnings())} "
+                        f"(per-row details in {out})", path=str(data))
+    return result

@@ -6,9 +6,10 @@ JavaScript values are written as strings in the source language's syntax, by the
 (``5L`` for a Java long, ``1.5f`` for a Java float, ``new ArrayList<>(Arrays.asList("a"))``,
 ``new HashMap<String, Object>() {{ put("k", 1); }}``, ``[1, 2]`` and ``{k: "v"}`` in JavaScript).
 
-Used by the differential test and as a sanity check of the evaluator (an oracle should score
+Used by the differential test and as a sanity check of the evaluator, as an RLLA response
+(:func:`gold_response`) or as a BFCL result string (:func:`gold_result`): an oracle should score
 close to 100%; the few cases it cannot express, such as Java strings the converter keeps with
-their quotes, are reported by the tests).
+their quotes, are reported by the tests.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tasks.toolcall.bfcl_syntax import write_calls
 from tasks.toolcall.parsing import ToolCall
 from tasks.toolcall.prompts import answer_text
 
@@ -143,3 +145,8 @@ def gold_calls(functions: list[dict[str, Any]], answers: list[dict[str, Any]], l
 def gold_response(functions: list[dict[str, Any]], answers: list[dict[str, Any]], language: str) -> str:
     """A full RLLA response making the gold calls."""
     return answer_text("Reference calls for this request.", gold_calls(functions, answers, language))
+
+
+def gold_result(functions: list[dict[str, Any]], answers: list[dict[str, Any]], language: str) -> str:
+    """The gold calls as a BFCL result string, ``[f(a=1, b='x')]`` (:func:`tasks.toolcall.bfcl_syntax.write_calls`)."""
+    return write_calls([{c.name: c.parameters} for c in gold_calls(functions, answers, language)], language)
