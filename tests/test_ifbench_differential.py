@@ -50,7 +50,7 @@ CHANGED_SINCE_SNAPSHOT = {
 }
 
 _QUICK = "The quick brown fox jumps over"
-_KW5 = dict(keyword1="cat", keyword2="dog", keyword3="owl", keyword4="bee", keyword5="ant")
+_KW5 = {"keyword1": "cat", "keyword2": "dog", "keyword3": "owl", "keyword4": "bee", "keyword5": "ant"}
 _TAIL5 = " dog dog owl owl owl bee bee bee bee bee ant ant ant ant ant ant ant"
 
 #: (type, response, kwargs, verdict under IFBench main, why).

@@ -51,7 +51,7 @@ def repeat_span_rule(response: str, kw: dict) -> bool:
 
 def keywords_multiple_rule(response: str, kw: dict) -> bool:
     low = response.lower()
-    want = dict(keyword1=1, keyword2=2, keyword3=3, keyword4=5, keyword5=7)
+    want = {"keyword1": 1, "keyword2": 2, "keyword3": 3, "keyword4": 5, "keyword5": 7}
     return all(low.count(kw[name].strip().lower()) == n for name, n in want.items())
 
 

@@ -11,7 +11,6 @@ import pytest
 import tasks.ifollow.constraints.ifbench  # noqa: F401  (registers the types)
 from tasks.ifollow.constraints.base import check
 
-
 # 102 distinct characters: 100 distinct character trigrams.
 _DISTINCT = "".join(chr(0x4E00 + i) for i in range(102))
 
@@ -98,7 +97,7 @@ CASES = [
          dict(keyword1="cat", keyword2="dog", keyword3="owl", keyword4="bee", keyword5="ant"), False,
          note="'cat' also inside 'cats': 2"),
     case("count:keywords_multiple", "Concatenate DOG dog owl owl owl bee bee bee bee bee ant ant ant ant ant ant ant",
-         dict(keyword1="cat", keyword2="dog", keyword3="owl", keyword4="bee", keyword5="ant"), True,
+         {"keyword1": "cat", "keyword2": "dog", "keyword3": "owl", "keyword4": "bee", "keyword5": "ant"}, True,
          note="'cat' inside 'Concatenate' counts"),
     case("count:keywords_multiple", "cat dog owl bee ant",
          dict(keyword1="cat", keyword2="dog", keyword3="owl", keyword4="bee", keyword5="ant"), False, note="1 each"),
