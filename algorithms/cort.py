@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from algorithms.registry import ALGORITHMS
 from algorithms.base import (
     Algorithm,
     ReplayRequest,
@@ -36,6 +35,7 @@ from algorithms.base import (
 )
 from algorithms.gdpo import GDPO
 from algorithms.grpo import GRPO
+from algorithms.registry import ALGORITHMS
 
 
 @dataclass

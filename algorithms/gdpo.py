@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from algorithms.registry import ALGORITHMS
 from algorithms.base import (
     Algorithm,
     RolloutBatch,
@@ -44,6 +43,7 @@ from algorithms.base import (
     masked_var,
     sample_std,
 )
+from algorithms.registry import ALGORITHMS
 
 RESCALE_MODES = ("paper", "verl", "trl", "none")
 DEFAULT_RESCALE_EPS = {"paper": 1e-6, "verl": 1e-8, "trl": 1e-4, "none": 0.0}

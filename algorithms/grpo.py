@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from algorithms.registry import ALGORITHMS
 from algorithms.base import Algorithm, RolloutBatch, broadcast_to_tokens, check, group_standardise
+from algorithms.registry import ALGORITHMS
 
 
 @dataclass

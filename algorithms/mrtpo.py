@@ -4,7 +4,7 @@ Inputs: the per-reward contributions C_k^{(j)} of a response-level aggregator (G
 so C_k = A_k of Eq. 1; ``mrtpo+saw`` uses SAW's c_k A_k, and so on) and the relevance
 q_{k,t} in [0,1] that the replay engine computed (paper Eq. 5, ``batch.relevance[B,K,T]``).
 Paper: "Each Reward to Its Relevant Tokens: Reward-Specific Token-Level Credit Assignment for
-Multi-Reward RL", arXiv 2610.21439 (MRTPO: Multi-Reward Token-level Policy Optimization).
+Multi-Reward RL", arXiv 2610.21439 (MRTPO: Multi-Reward-to-Token Policy Optimization).
 
 1. Weights (Eq. 6): w_{k,t} = (1 - beta_n) + beta_n * q_{k,t} / qbar_k, where qbar_k is the mean
    of q_{k,.} over the response's VALID tokens, so the weights average to exactly 1 over them.
@@ -56,7 +56,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from algorithms.registry import ALGORITHMS
 from algorithms.base import (
     Algorithm,
     ConfigError,
@@ -69,6 +68,7 @@ from algorithms.base import (
     warmup_factor,
 )
 from algorithms.gdpo import GDPO, Aggregate, Reweighter
+from algorithms.registry import ALGORITHMS
 from mrbench_core.seeds import SHUFFLE, stream_seed
 
 
@@ -190,7 +190,7 @@ class MRTPO(Algorithm):
         else:
             contrib, w, has = self.token_weights(batch, agg, beta)
         R = reallocated_part(contrib, w, mask)
-        U, shift, scale = self.aggregator.rescaled(agg, mask)
+        U, _shift, scale = self.aggregator.rescaled(agg, mask)
         D = R / scale * agg.response_scale.to(torch.float32).unsqueeze(1)
         one = torch.ones((), dtype=torch.float32, device=D.device)
         s = bound_scale(U, D, mask) if self.config.bound else one

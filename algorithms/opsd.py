@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from algorithms.registry import ALGORITHMS
 from algorithms.base import Algorithm, ReplayRequest, RolloutBatch, check
 from algorithms.grpo import GRPO
+from algorithms.registry import ALGORITHMS
 from algorithms.relevance import LOGPROB_FLOOR, default_chunk_size
 
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from algorithms.registry import ALGORITHMS
 from algorithms.base import RolloutBatch, check, group_stats
 from algorithms.gdpo import Aggregate, AggregateConfig, Reweighter
+from algorithms.registry import ALGORITHMS
 
 
 def _ones(batch: RolloutBatch) -> tuple[Tensor, Tensor]:

@@ -1,4 +1,4 @@
-"""Peak extra memory of the streamed Jensen-Shannon relevance for one long response.
+r"""Peak extra memory of the streamed Jensen-Shannon relevance for one long response.
 
 Streams T positions (default 4096) over a V = 151,936 vocabulary (Qwen2.5): the logits of each
 chunk of positions for the two contexts are produced on the fly (here: random bf16 logits, the

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from evals.base import EvalCase, EvalReport, Evaluator
-from evals.registry import EVALUATORS
 from evals.ifollow_judge import AdvancedIFEvaluator, Judge, register_judge
+from evals.registry import EVALUATORS
 from mrbench_core.jsonio import iter_jsonl
 from tasks.base import DataError
 from tasks.ifollow.constraints import check

@@ -19,7 +19,7 @@ for _name, _module in [
     EVALUATORS.lazy(_name, _module)
 
 
-def make_evaluator(name: str):  # noqa: ANN201 - an evals.base.Evaluator
+def make_evaluator(name: str):
     """A fresh evaluator; unknown names list the known ones."""
     return EVALUATORS.get(name)()
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from harness.config import RunConfig, model_slug
 from mrbench_core.errors import DataError
-from mrbench_core.jsonio import atomic_write_json, atomic_write_text, iter_jsonl  # noqa: F401  (re-exported)
+from mrbench_core.jsonio import atomic_write_json, atomic_write_text, iter_jsonl
 
 STATUS_RUNNING = "running"
 STATUS_FINISHED = "finished"

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from mrbench_core.replay_kinds import ReplayRequest
 from harness.replay import ReplayEngine, ReplayJob
+from mrbench_core.replay_kinds import ReplayRequest
 
 #: sequences per replay wave, in engine batches (see :func:`leave_one_out`)
 WAVE_BATCHES = 4

@@ -135,8 +135,6 @@ def test_choice_table(tiny):
     ("float32", "eager", "eager", False),  # asked for explicitly: the shared copy changes
 ])
 def test_backend_sets_the_rollout_attention(tmp_path, dtype, choice, rollout, policy_kept):
-    import sys
-    from pathlib import Path
 
     from toy_task import ToyTask, tiny_config
 

@@ -1,7 +1,7 @@
 """IFBench count:*, ratio:*, words:* and sentence:* types: hand-computed (response, kwargs, strict, loose) tables.
 
-Every expected verdict was worked out by hand from IFBench's official rule (stated in each
-checker's docstring); comments give the count that decides it.
+Every expected verdict was worked out by hand from IFBench's official rule on its ``main``
+branch (stated in each checker's docstring); comments give the count that decides it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ import pytest
 
 import tasks.ifollow.constraints.ifbench  # noqa: F401  (registers the types)
 from tasks.ifollow.constraints.base import check
+
+# 102 distinct characters: 100 distinct character trigrams.
+_DISTINCT = "".join(chr(0x4E00 + i) for i in range(102))
 
 
 def case(cid, response, kwargs, strict, loose=None, note=""):
@@ -52,15 +55,20 @@ CASES = [
     case("count:person_names", "Emma and emma", {"N": 2}, False, note="case-sensitive"),
     case("count:person_names", "Emmanuel and Leon", {"N": 1}, False, note="whole words only"),
     case("count:person_names", "Zoe, Zoe and Mia", {"N": 2}, True, note="distinct"),
-    # ratio:overlap
-    case("ratio:overlap", "the quick brown fox sat down", {"reference_text": "the quick brown fox jumps",
-                                                            "percentage": 50}, True, note="2/4 trigrams"),
-    case("ratio:overlap", "the quick brown fox jumps", {"reference_text": "the quick brown fox jumps",
-                                                         "percentage": 50}, False, note="100%"),
-    case("ratio:overlap", "the quick brown fox jumps", {"reference_text": "the quick brown fox jumps",
-                                                         "percentage": 99.0}, True, note="100 within 97..101"),
-    case("ratio:overlap", "two words", {"reference_text": "two words", "percentage": 100}, False,
-         note="no trigram"),
+    # ratio:overlap — character trigrams of the raw strings (IFBench main)
+    case("ratio:overlap", "abcd", {"reference_text": "abcx", "percentage": 50}, True,
+         note="{abc,bcd} vs {abc,bcx}: 1/2"),
+    case("ratio:overlap", "abcd", {"reference_text": "abcd", "percentage": 50}, False, note="100%"),
+    case("ratio:overlap", "abcd", {"reference_text": "abcd", "percentage": 99.0}, True, note="100 within 97..101"),
+    case("ratio:overlap", "the cat", {"reference_text": "cat the", "percentage": 40}, True,
+         note="2 of 5 char trigrams (the, cat); no word trigram at all"),
+    case("ratio:overlap", "aaaa", {"reference_text": "aaa", "percentage": 100}, True, note="{aaa}: a set"),
+    case("ratio:overlap", "ab", {"reference_text": "ab", "percentage": 0}, False,
+         note="no trigram fails even at 0%"),
+    case("ratio:overlap", _DISTINCT, {"reference_text": _DISTINCT[:9], "percentage": 5}, False,
+         note="7/100*100 = 7.000000000000001 > 7"),
+    case("ratio:overlap", _DISTINCT, {"reference_text": _DISTINCT[:9], "percentage": 9}, True,
+         note="7.000000000000001 >= 7"),
     # count:numbers
     case("count:numbers", "I have 3 cats and 4 dogs", {"N": 2}, True, note="3,4"),
     case("count:numbers", "Pi is 3.14", {"N": 2}, False, note="'314' once punctuation goes"),
@@ -81,13 +89,16 @@ CASES = [
     case("count:pronouns", "The cat sat", {"N": 3}, False, note="0"),
     case("count:pronouns", "she/her/hers", {"N": 3}, True, note="slash splits"),
     case("count:pronouns", "I'm HERE with THEM", {"N": 3}, False, note="i, them = 2"),
-    # count:keywords_multiple
+    # count:keywords_multiple — case-insensitive substring counts (str.count)
     case("count:keywords_multiple", "cat dog dog owl owl owl bee bee bee bee bee ant ant ant ant ant ant ant",
          dict(keyword1="cat", keyword2="dog", keyword3="owl", keyword4="bee", keyword5="ant"), True,
          note="1,2,3,5,7"),
     case("count:keywords_multiple", "Cat cats DOG dog owl owl owl bee bee bee bee bee ant ant ant ant ant ant ant",
-         dict(keyword1="cat", keyword2="dog", keyword3="owl", keyword4="bee", keyword5="ant"), True,
-         note="case-insensitive whole words"),
+         dict(keyword1="cat", keyword2="dog", keyword3="owl", keyword4="bee", keyword5="ant"), False,
+         note="'cat' also inside 'cats': 2"),
+    case("count:keywords_multiple", "Concatenate DOG dog owl owl owl bee bee bee bee bee ant ant ant ant ant ant ant",
+         {"keyword1": "cat", "keyword2": "dog", "keyword3": "owl", "keyword4": "bee", "keyword5": "ant"}, True,
+         note="'cat' inside 'Concatenate' counts"),
     case("count:keywords_multiple", "cat dog owl bee ant",
          dict(keyword1="cat", keyword2="dog", keyword3="owl", keyword4="bee", keyword5="ant"), False, note="1 each"),
     # words:alphabet
@@ -167,11 +178,20 @@ CASES = [
          note="one sentence"),
     case("words:keywords_specific_position", "Hello. I, see CAT!", {"keyword": "cat", "n": 2, "m": 3}, True,
          note="commas are not words; case"),
-    # words:words_position
-    case("words:words_position", "A cat sees the cat too.", {"keyword": "cat"}, True, note="2nd and 2nd-last"),
+    # words:words_position — all Treebank tokens; only a final punctuation token is looked past
+    case("words:words_position", "A cat sees the cat too.", {"keyword": "cat"}, True, note="'.' looked past"),
     case("words:words_position", "A cat sees a dog.", {"keyword": "cat"}, False, note="2nd-last 'a'"),
     case("words:words_position", "cat", {"keyword": "cat"}, False, note="one word"),
-    case("words:words_position", "The CAT likes Cat food!", {"keyword": "cat"}, True, note="case, '!' skipped"),
+    case("words:words_position", "The CAT likes Cat food!", {"keyword": "cat"}, True, note="case, '!' looked past"),
+    case("words:words_position", "Hello, cat and cat ok", {"keyword": "cat"}, False, note="',' is token 2"),
+    case("words:words_position", "A cat sees cat ...", {"keyword": "cat"}, True,
+         note="'...' is not a substring of string.punctuation: it is the last word"),
+    case("words:words_position", 'A cat sees cat."', {"keyword": "cat"}, False,
+         note="closing '' token is not punctuation: 2nd-last is '.'"),
+    case("words:words_position", "A cat sees cat?!", {"keyword": "cat"}, True, note="'!' looked past: 'cat' 3rd-last"),
+    case("words:words_position", "A cat sees cat ok?!", {"keyword": "cat"}, False,
+         note="only '!' looked past: 3rd-last is 'ok'"),
+    case("words:words_position", "Hi.", {"keyword": "hi"}, False, note="punctuation and fewer than 3 tokens"),
 ]
 
 

@@ -1,7 +1,7 @@
 """IFBench format:*, ratio:sentence_words, custom:* and repeat:* types: hand-computed tables.
 
 (response, kwargs, strict, loose) per case; every verdict worked out by hand from the official
-rule stated in the checker's docstring. Also: every one of the 58 types fails on an empty or
+rule (IFBench's ``main`` branch) stated in the checker's docstring. Also: every one of the 58 types fails on an empty or
 whitespace-only response, strict and loose, and ignores the null kwargs of the official rows.
 """
 
@@ -84,11 +84,12 @@ CASES = [
     case("format:emoji", "I love it. Great 🎉.", {}, False, note="first lacks"),
     case("format:emoji", "Hello 😀", {}, True, note="single"),
     case("format:emoji", "Hello world", {}, False, note="no emoji"),
-    # ratio:sentence_words
-    case("ratio:sentence_words", "Cat sat. Dog ran. Owl hid.", {}, True, note="8 chars each, distinct"),
-    case("ratio:sentence_words", "Cat sat. Dog sat. Owl hid.", {}, False, note="'sat' repeats"),
+    # ratio:sentence_words — three sentences of equal length; repeated words are not checked (IFBench main)
+    case("ratio:sentence_words", "Cat sat. Dog ran. Owl hid.", {}, True, note="8 chars each"),
+    case("ratio:sentence_words", "Cat sat. Dog sat. Owl hid.", {}, True, note="'sat' repeats: allowed"),
     case("ratio:sentence_words", "Cat sat. Dog ran.", {}, False, note="two sentences"),
-    case("ratio:sentence_words", "Cat sat. CAT ran. Owl hid.", {}, False, note="case-folded repeat"),
+    case("ratio:sentence_words", "Cat. Cat. Cat.", {}, True, note="same word thrice"),
+    case("ratio:sentence_words", "Cat sat. Dogs ran. Owl hid.", {}, False, note="8, 9, 8 chars"),
     # format:line_indent
     case("format:line_indent", "a\n b\n  c", {}, True, note="0,1,2"),
     case("format:line_indent", "a\n b\n c", {}, False, True, note="0,1,1; loose drops line 1"),
@@ -166,7 +167,10 @@ CASES = [
     # custom:sentence_alphabet
     case("custom:sentence_alphabet", _alphabet_story(), {}, True, note="A..Z"),
     case("custom:sentence_alphabet", _alphabet_story(n=25), {}, False, note="25 sentences"),
-    case("custom:sentence_alphabet", _alphabet_story(quote_first=True), {}, True, note="leading quote"),
+    case("custom:sentence_alphabet", _alphabet_story(quote_first=True), {}, False,
+         note="leading quote is the first character"),
+    case("custom:sentence_alphabet", "  " + _alphabet_story().replace("Axx", "axx", 1), {}, True,
+         note="leading space skipped, any case"),
     case("custom:sentence_alphabet", _alphabet_story().replace("Bxx", "Qxx", 1), {}, False, note="wrong letter"),
     # custom:european_capitals_sort
     case("custom:european_capitals_sort", ", ".join(CAPITALS), {}, True, note="exact"),
@@ -211,15 +215,18 @@ CASES = [
     case("repeat:repeat_simple", REPEAT.upper() + "  \n", {}, True, note="case, trailing whitespace"),
     case("repeat:repeat_simple", "Only output this sentence here.", {}, False, note="partial"),
     case("repeat:repeat_simple", "Sure!\n" + REPEAT, {}, False, True, note="loose drops first line"),
-    # repeat:repeat_span
+    # repeat:repeat_span — character offsets n_start..n_end, end included (IFBench main)
     case("repeat:repeat_span", "quick brown fox", {"prompt_to_repeat": "The quick brown fox jumps over",
-                                                   "n_start": 1, "n_end": 3}, True, note="words 1..3"),
+                                                   "n_start": 4, "n_end": 18}, True, note="chars 4..18"),
     case("repeat:repeat_span", "Quick Brown Fox  ", {"prompt_to_repeat": "The quick brown fox jumps over",
-                                                     "n_start": 1, "n_end": 3}, True, note="case, whitespace"),
-    case("repeat:repeat_span", "quick brown", {"prompt_to_repeat": "The quick brown fox jumps over",
-                                               "n_start": 1, "n_end": 3}, False, note="short"),
+                                                     "n_start": 4, "n_end": 18}, True, note="case, whitespace"),
+    case("repeat:repeat_span", "he", {"prompt_to_repeat": "The quick brown fox jumps over",
+                                      "n_start": 1, "n_end": 3}, True, note="chars 1..3 'he ' stripped"),
+    case("repeat:repeat_span", "quick brown fox", {"prompt_to_repeat": "The quick brown fox jumps over",
+                                                   "n_start": 1, "n_end": 3}, False,
+         note="words 1..3 are not what is checked"),
     case("repeat:repeat_span", "the quick brown fox", {"prompt_to_repeat": "The quick brown fox jumps over",
-                                                       "n_start": 1, "n_end": 3}, False, note="extra word"),
+                                                       "n_start": 4, "n_end": 18}, False, note="extra word"),
 ]
 
 

@@ -58,12 +58,10 @@ def _kwargs_samples() -> dict[str, list[dict[str, Any]]]:
                 for cid, kw in constraints_for_row(row):
                     add(cid, kw)
     from test_ifeval_tables import TABLE as IFEVAL_TABLE
-    from test_ifollow_core_hir import TABLE as HIR_TABLE
 
-    for table in (IFEVAL_TABLE, HIR_TABLE):
-        for cid, rows in table.items():
-            for _, kw, _, _ in rows:
-                add(cid, kw)
+    for cid, rows in IFEVAL_TABLE.items():
+        for _, kw, _, _ in rows:
+            add(cid, kw)
     for cid, kws in out.items():
         if not kws:
             kws.append({})

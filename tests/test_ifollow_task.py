@@ -7,12 +7,12 @@ from collections import Counter
 
 import pytest
 
-from tasks.registry import TASKS
 from tasks.base import DataError, Task
 from tasks.ifollow.generator import POOL, generate_prompt, generate_prompts
 from tasks.ifollow.task import InstructionFollowingTask
 from tasks.ifollow.template import removed_text, render_prompt
 from tasks.ifollow.witness import find_witness
+from tasks.registry import TASKS
 
 IFEVAL_ROW = {
     "key": 7,

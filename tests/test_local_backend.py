@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-
 from toy_task import ToyTask, tiny_config
 
 from harness.backends.local import LocalBackend

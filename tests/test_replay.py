@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-
 from toy_task import ToyTask
 
 from harness.backends.rollout import Rollout

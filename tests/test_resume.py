@@ -20,7 +20,7 @@ STEPS = 5
 
 # The child runs the real CLI; the toy task is registered first, and each step is slowed down a
 # little so that the parent can reliably kill it between the first checkpoint and the end.
-CHILD = f"""
+CHILD = """
 import sys, time
 import torch
 torch.set_num_threads(1)

@@ -9,8 +9,8 @@ import os
 import pytest
 from text2sql_fixtures import answer, make_db
 
-from tasks.registry import TASKS
 from tasks.base import DataError, Task
+from tasks.registry import TASKS
 from tasks.text2sql.schema import schema_from_database, schema_from_tables_entry
 from tasks.text2sql.task import Text2SQLTask
 

@@ -11,8 +11,8 @@ import pytest
 from text2sql_fixtures import answer, make_db
 
 from evals.base import Evaluator
-from evals.text2sql import PAPER_BENCHMARKS, Text2SQLEvaluator, paper_average, spider_dev
 from evals.registry import EVALUATORS
+from evals.text2sql import PAPER_BENCHMARKS, Text2SQLEvaluator, paper_average, spider_dev
 from tasks.text2sql.templates import render_teacher_answer
 
 

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from tasks.registry import TASKS
 from tasks.base import DataError, Task
+from tasks.registry import TASKS
 from tasks.toolcall import demo, templates
 from tasks.toolcall.demo_tools import TOOLS
 from tasks.toolcall.parsing import find_call_block, parse_tool_list

@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 
 import pytest
 import torch
-
 from toy_task import ToyTask, tiny_config
 
 from harness.backends.local import LocalBackend, _step_seed

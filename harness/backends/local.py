@@ -37,8 +37,8 @@ import numpy as np
 import torch
 
 from harness.attention import use_for_rollout
-from harness.backends.base import Backend
 from harness.backends import BACKENDS, checkpoint
+from harness.backends.base import Backend
 from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
 from harness.backends.rollout import Rollout, batch_tensors, greedy_texts, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row

@@ -70,14 +70,16 @@ def parse_pairs(items: Sequence[Any], *, path: str | None, row_no: int | str | N
 
 
 def prompt_of(row: dict[str, Any], *, path: str | None, row_no: int | str | None) -> str:
-    """The row's prompt: ``prompt``, else the first user turn of ``messages``/``conversations``."""
+    """The row's prompt: ``prompt`` (a string, or a list of chat turns as verl's data files hold
+    it), else ``messages``/``conversations``; of a list of turns, the first user turn's content."""
     prompt = row.get("prompt")
     if isinstance(prompt, str) and prompt.strip():
         return prompt
-    for key in ("messages", "conversations"):
+    for key in ("prompt", "messages", "conversations"):
         turns = row.get(key)
         if isinstance(turns, list):
             for turn in turns:
                 if isinstance(turn, dict) and turn.get("role") == "user" and isinstance(turn.get("content"), str):
                     return turn["content"]
-    raise DataError("row has no 'prompt' (nor a user turn in 'messages'/'conversations')", path=path, row=row_no)
+    raise DataError("row has no 'prompt' (nor a user turn in 'prompt'/'messages'/'conversations')", path=path,
+                    row=row_no)

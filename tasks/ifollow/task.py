@@ -2,14 +2,17 @@
 
 Examples. ``messages = [user: prompt]``; ``meta`` holds ``constraints`` ([id, kwargs] in prompt
 order), ``base`` (the request without constraints, or None), ``sentences`` (each constraint's
-text in the prompt, or None), ``prompt`` and ``source``. ``reward_names`` = ``"c{k}:{id}"``
+text in the prompt, or None), ``prompt``, ``source`` and ``hir_q_type`` (HiR's template for
+HIR-16K rows, else None). ``reward_names`` = ``"c{k}:{id}"``
 (position k, constraint type), so K varies per example (the backend NaN-pads).
 
 Data. ``load(data_dir=None)``: the project's generated prompts (:mod:`tasks.ifollow.generator`;
 5-7 constraints by default, deterministic in ``seed``; the ``train``, ``dev``/``validation`` and
 ``test`` splits draw the named streams ``train-prompts``, ``dev-prompts`` and ``heldout-prompts`` of
 :mod:`mrbench_core.seeds`, so no seed's training prompts are another seed's held-out prompts).
-``data_dir`` a folder/file: HIR-16K JSONL rows; ``data_dir="hub:sastpg/HIR-16K"``: the hub (needs access).
+``data_dir`` a folder/file: HIR-16K JSONL rows (:mod:`tasks.ifollow.hir`: type1 rows scored with
+IFEval's checkers, type2 rows with IFBench's, as HiR's reward code does);
+``data_dir="hub:sastpg/HIR-16K"``: the hub (needs access).
 
 Rewards. Strict IFEval checking by default (``loose=True`` gives IFEval's loose variant);
 no format reward. A verdict's ``block`` is the constraint's text in the prompt (None when the
@@ -17,7 +20,8 @@ text is not known: that reward then keeps the uniform token assignment), its ``s
 characters of the response the checker read.
 
 Contexts. The information is in the prompt itself: P_all = the prompt (messages unchanged);
-P_\\k = the same template with constraint k's sentence left out (:mod:`tasks.ifollow.template`);
+P_\\k = the same template with constraint k's sentence left out (:mod:`tasks.ifollow.template`;
+for HIR-16K rows, HiR's own template without criterion k, :mod:`tasks.ifollow.hir_template`);
 CoRT's prompt without rubric = the base request; the joint ablation = (prompt, base request).
 """
 
@@ -29,10 +33,10 @@ from typing import Any
 
 from mrbench_core.seeds import DEV_PROMPTS, HELDOUT_PROMPTS, TRAIN_PROMPTS
 from tasks.base import DataError, Example, Message, ReplayContexts, RewardSpec, Task, Verdict
-from tasks.registry import TASKS
 from tasks.ifollow.constraints import check, get_constraint
 from tasks.ifollow.rows import parse_official, prompt_of
 from tasks.ifollow.template import ConstrainedPrompt, without_all, without_constraint
+from tasks.registry import TASKS
 
 SPLIT_STREAMS = {"train": TRAIN_PROMPTS, "dev": DEV_PROMPTS, "validation": DEV_PROMPTS, "test": HELDOUT_PROMPTS}
 DEFAULT_SIZE = 2000
@@ -97,7 +101,7 @@ class InstructionFollowingTask(Task):
             messages=[{"role": "user", "content": item.prompt}],
             reward_names=[reward_name(k, cid) for k, (cid, _) in enumerate(constraints)],
             meta={"constraints": constraints, "base": item.base, "sentences": sentences, "prompt": item.prompt,
-                  "source": item.source},
+                  "source": item.source, "hir_q_type": item.hir_q_type},
         )
 
     def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None) -> Example:
@@ -139,7 +143,8 @@ class InstructionFollowingTask(Task):
         return ConstrainedPrompt(id=example.id, base=meta.get("base"),
                                  constraints=[(c, kw) for c, kw in meta["constraints"]],
                                  sentences=list(meta.get("sentences") or []),
-                                 prompt=meta.get("prompt") or example.messages[-1]["content"])
+                                 prompt=meta.get("prompt") or example.messages[-1]["content"],
+                                 hir_q_type=meta.get("hir_q_type"))
 
     @staticmethod
     def _with_user_text(example: Example, text: str) -> list[Message]:

@@ -1,4 +1,4 @@
-"""The one concatenation template for multi-constraint prompts, and its leave-one-out variants.
+"""The project's concatenation template for multi-constraint prompts, and leave-one-out variants.
 
 Template (documented decision)::
 
@@ -15,6 +15,9 @@ byte unchanged. Everything up to the removed sentence is a shared prefix of P_al
 
 With no constraints left (K = 1, k = 0) P_\\k is the base request alone, which is also the
 CoRT "prompt without its rubric".
+
+HIR-16K rows were built by HiR's own templates (:mod:`tasks.ifollow.hir_template`); for them
+(``hir_q_type`` set) P_\\k is that template over the other constraints' texts instead.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from tasks.ifollow.hir_template import render_hir
 
 SEPARATOR = "\n\n"
 JOINER = " "
@@ -34,6 +39,8 @@ class ConstrainedPrompt:
     ``base`` is the request without constraints and ``sentences[k]`` the text of constraint k
     inside ``prompt``; both are known for templated prompts (generated, or rows giving them) and
     may be None for rows that only give the final prompt (then P_\\k cannot be built for k).
+    ``hir_q_type`` names HiR's template (``type1``..``type6``) when the prompt is HiR's rendering
+    of ``base`` (HiR's question) and ``sentences`` (its criteria); None for the project's template.
     """
 
     id: str
@@ -42,11 +49,16 @@ class ConstrainedPrompt:
     sentences: list[str | None] = field(default_factory=list)
     prompt: str = ""
     source: str = ""
+    hir_q_type: str | None = None
 
 
 def without_constraint(item: ConstrainedPrompt, k: int) -> str | None:
     """P_\\k as text: the template without constraint k, or None if its text is unknown."""
     sentences = item.sentences
+    if item.hir_q_type is not None:
+        if item.base is None or any(s is None for s in sentences):
+            return None
+        return render_hir(item.base, sentences, item.hir_q_type, skip=k)  # type: ignore[arg-type]
     if item.base is not None and all(s is not None for s in sentences) and item.prompt == render_prompt(
             item.base, sentences):  # type: ignore[arg-type]
         return render_prompt(item.base, sentences, skip=k)  # type: ignore[arg-type]

@@ -1,7 +1,7 @@
-"""Constraint types for instruction following, one registry for IFEval, IFBench, MulDimIF and HIR ids.
+"""Constraint types for instruction following, one registry for IFEval, IFBench and MulDimIF ids.
 
-Importing this package registers every family: ``ifeval`` (25 ids), ``ifbench`` (58 ids),
-``muldimif`` (its constraint forms) and ``hir`` (HIR-16K's Chat-Arena-style checks). Every
+Importing this package registers every family: ``ifeval`` (25 ids), ``ifbench`` (58 ids) and
+``muldimif`` (its constraint forms). HIR-16K rows use the first two (type1 and type2). Every
 family is required: one that cannot be imported (a missing dependency) fails the import with
 the family's name, rather than leaving its constraints unscored.
 """
@@ -24,7 +24,6 @@ from tasks.ifollow.constraints.base import (  # noqa: F401  (re-exported)
 #: family -> module registering it
 FAMILY_MODULES: dict[str, str] = {
     "ifeval": "tasks.ifollow.constraints.ifeval",
-    "hir": "tasks.ifollow.constraints.hir",
     "ifbench": "tasks.ifollow.constraints.ifbench",
     "muldimif": "tasks.ifollow.constraints.muldimif",
 }

@@ -37,7 +37,7 @@ class CheckResult:
 @dataclass
 class ConstraintType:
     id: str  # official id, e.g. "keywords:existence"
-    family: str  # "ifeval" | "ifbench" | "muldimif" | "hir"
+    family: str  # "ifeval" | "ifbench" | "muldimif"
     params: tuple[str, ...]  # accepted kwargs names, as the official files write them
     render: Callable[[dict[str, Any]], str]  # kwargs -> instruction sentence
     checker: Callable[[str, dict[str, Any]], CheckResult]  # (response, kwargs) -> result

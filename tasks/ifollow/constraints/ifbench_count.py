@@ -24,21 +24,11 @@ from tasks.ifollow.constraints.ifbench_lexicon import STOP_WORDS
 
 _CONJUNCTIONS = frozenset({"and", "but", "for", "nor", "or", "so", "yet"})
 
-PERSON_NAMES = (
-    "Emma Liam Sophia Jackson Olivia Noah Ava Lucas Isabella Mason Mia Ethan Charlotte Alexander Amelia "
-    "Benjamin Harper Leo Zoe Daniel Chloe Samuel Lily Matthew Grace Owen Abigail Gabriel Ella Jacob "
-    "Scarlett Nathan Victoria Elijah Layla Nicholas Audrey David Hannah Christopher Penelope Thomas Nora "
-    "Andrew Aria Joseph Claire Ryan Stella Jonathan"
-).split()
+PERSON_NAMES = ["Emma", "Liam", "Sophia", "Jackson", "Olivia", "Noah", "Ava", "Lucas", "Isabella", "Mason", "Mia", "Ethan", "Charlotte", "Alexander", "Amelia", "Benjamin", "Harper", "Leo", "Zoe", "Daniel", "Chloe", "Samuel", "Lily", "Matthew", "Grace", "Owen", "Abigail", "Gabriel", "Ella", "Jacob", "Scarlett", "Nathan", "Victoria", "Elijah", "Layla", "Nicholas", "Audrey", "David", "Hannah", "Christopher", "Penelope", "Thomas", "Nora", "Andrew", "Aria", "Joseph", "Claire", "Ryan", "Stella", "Jonathan"]
 
 PRONOUNS = frozenset(
     # personal, possessive, reflexive, demonstrative, interrogative, relative, indefinite
-    "i me we us you he him she her it they them "
-    "my mine our ours your yours his hers its their theirs "
-    "myself ourselves yourself yourselves himself herself itself themselves "
-    "this that these those who whom whose which what whoever whomever whatever whichever "
-    "anybody anyone anything everybody everyone everything nobody nothing somebody someone something "
-    "each either neither both all some any none".split()
+    ["i", "me", "we", "us", "you", "he", "him", "she", "her", "it", "they", "them", "my", "mine", "our", "ours", "your", "yours", "his", "hers", "its", "their", "theirs", "myself", "ourselves", "yourself", "yourselves", "himself", "herself", "itself", "themselves", "this", "that", "these", "those", "who", "whom", "whose", "which", "what", "whoever", "whomever", "whatever", "whichever", "anybody", "anyone", "anything", "everybody", "everyone", "everything", "nobody", "nothing", "somebody", "someone", "something", "each", "either", "neither", "both", "all", "some", "any", "none"]
 )
 
 
@@ -74,7 +64,7 @@ def stop_words(response: str, percentage: float) -> bool:
     if not tokens:
         return False
     stops = sum(1 for t in tokens if t.lower() in STOP_WORDS)
-    return 100.0 * stops / len(tokens) <= float(percentage)
+    return stops / len(tokens) * 100 <= float(percentage)  # IFBench's order of operations
 
 
 def _sentence_endings(response: str) -> Counter:
@@ -126,22 +116,25 @@ def person_names(response: str, N: int) -> tuple[bool, list[tuple[int, int]]]:
     return len(spans) >= as_int(N), sorted(spans)
 
 
-def _trigrams(text: str) -> set[tuple[str, str, str]]:
-    toks = treebank_words(text)
-    return {tuple(toks[i:i + 3]) for i in range(len(toks) - 2)}  # type: ignore[misc]
+def char_trigrams(text: str) -> set[str]:
+    """The set of 3-character windows of ``text``, whitespace and punctuation included."""
+    return {text[i:i + 3] for i in range(len(text) - 2)}
 
 
 @ifbench_type("ratio:overlap", ("reference_text", "percentage"),
               "Maintain a trigram overlap of {percentage}% (±2%) with the provided reference text.")
 def overlap(response: str, reference_text: str, percentage: float) -> bool:
-    """|T(resp) ∩ T(ref)| / |T(resp)| * 100 within [percentage - 2, percentage + 2].
+    """(|T(resp) ∩ T(ref)| / |T(resp)|) * 100 within [percentage - 2, percentage + 2], bounds included.
 
-    T = the set of Treebank-token trigrams. A response with no trigram fails.
+    T = the set of *character* trigrams of the raw text (IFBench ``main`` applies its n-gram
+    function to the strings themselves). A response shorter than three characters has no
+    trigram and fails. The ratio is formed, then scaled by 100, in that order, so that values
+    at a bound (e.g. 7/100 * 100 = 7.000000000000001) fall on the same side as IFBench's.
     """
-    mine = _trigrams(response)
+    mine = char_trigrams(response)
     if not mine:
         return False
-    ratio = 100.0 * len(mine & _trigrams(str(reference_text))) / len(mine)
+    ratio = len(mine & char_trigrams(str(reference_text))) / len(mine) * 100
     return float(percentage) - 2 <= ratio <= float(percentage) + 2
 
 
@@ -211,11 +204,19 @@ def pronouns(response: str, N: int) -> bool:
               "response, and keyword {keyword5} seven times in your response.")
 def keywords_multiple(response: str, keyword1: str, keyword2: str, keyword3: str, keyword4: str,
                       keyword5: str) -> tuple[bool, list[tuple[int, int]]]:
-    """Whole-word, case-insensitive counts of keyword1..5 are exactly 1, 2, 3, 5 and 7."""
+    """Occurrences of keyword1..5 are exactly 1, 2, 3, 5 and 7.
+
+    An occurrence is a case-insensitive substring match, counted without overlaps (``str.count``
+    on the lower-cased texts; each keyword stripped of outer whitespace): "cat" also counts
+    inside "cats" and "concatenate", as in IFBench ``main``.
+    """
+    text = response.lower()
     spans: list[tuple[int, int]] = []
     ok = True
     for kw, want in zip((keyword1, keyword2, keyword3, keyword4, keyword5), (1, 2, 3, 5, 7)):
-        hits = [m.span() for m in re.finditer(r"\b" + re.escape(str(kw).strip()) + r"\b", response, re.IGNORECASE)]
-        spans += hits
-        ok = ok and len(hits) == want
+        needle = str(kw).strip().lower()
+        ok = ok and text.count(needle) == want
+        if needle:  # spans on the lower-cased text, clamped (lower-casing can lengthen a few characters)
+            n = len(response)
+            spans += [(min(m.start(), n), min(m.end(), n)) for m in re.finditer(re.escape(needle), text)]
     return ok, sorted(spans)

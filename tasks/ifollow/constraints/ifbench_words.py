@@ -233,10 +233,21 @@ def keywords_specific_position(response: str, keyword: str, n: int, m: int) -> t
 @ifbench_type("words:words_position", ("keyword",), "The second word in your response and the second to last word "
                                                     "in your response should be the word {keyword}.")
 def words_position(response: str, keyword: str) -> bool:
-    """Second and second-to-last words (Treebank tokens with a letter or digit) both equal ``keyword``, any case."""
-    words = _alnum_tokens(response)
-    if len(words) < 2:
-        return False
-    want = str(keyword).strip().lower()
-    return words[1].lower() == words[-2].lower() == want
+    """The second Treebank token and the second-to-last word both equal ``keyword``, any case.
 
+    Tokens are all Treebank tokens, punctuation included, so a comma after the first word is
+    the second token. Only a final punctuation token is looked past: when the last token is a
+    substring of ASCII punctuation (".", "!", ...), the second-to-last word is the third-to-last
+    token, and fewer than three tokens fail. A single token fails. This is IFBench ``main``'s rule.
+    """
+    tokens = treebank_words(response)
+    if len(tokens) < 2:
+        return False
+    if tokens[-1] in string.punctuation:
+        if len(tokens) < 3:
+            return False
+        last = tokens[-3]
+    else:
+        last = tokens[-2]
+    want = str(keyword).strip().lower()
+    return tokens[1].lower() == last.lower() == want
