@@ -202,10 +202,11 @@ def test_unsupported_generator_is_a_clear_error():
         LocalBackend(cfg, task=ToyTask())
 
 
-def test_several_mini_batches_use_old_logprobs_and_log_entropy(tmp_path):
-    """With two optimiser updates per step the second one sees rho != 1 (old log-probs come from
+@pytest.mark.parametrize("updates", [2, 4])  # the instruction-following and tool-calling recipes' values
+def test_several_mini_batches_use_old_logprobs_and_log_entropy(tmp_path, updates):
+    """With several optimiser updates per step the later ones see rho != 1 (old log-probs come from
     the pass before the first update), and the entropy term is logged when it is on."""
-    cfg = tiny_config(str(tmp_path / "mb"), "gdpo", optim__mini_batches=2, optim__entropy_coef=0.01,
+    cfg = tiny_config(str(tmp_path / "mb"), "gdpo", optim__mini_batches=updates, optim__entropy_coef=0.01,
                       optim__clip_low=0.01, optim__clip_high=0.01)
     _, rec, _ = _train(cfg)
     rows = rec.metrics()

@@ -12,6 +12,18 @@ TABLE9 = [
     ("ifollow-paper", "ifollow", 300, 64, 8, 1.0, 0.99, 100, {"ifeval", "ifbench", "muldimif"}),
     ("toolcall-paper", "toolcall", 100, 512, 4, 1.0, 1.0, None, {"bfcl-v4"}),
 ]
+# clipped updates per step: the public GDPO tool-calling script (mini-batch 128 of 512 prompts),
+# HiR's public recipe (mini-batch 32 of 64), and one for text-to-SQL (no public number)
+UPDATES_PER_STEP = {"toolcall-paper": 4, "ifollow-paper": 2, "text2sql-paper": 1}
+
+
+@pytest.mark.parametrize("recipe", sorted(UPDATES_PER_STEP))
+def test_recipe_updates_per_step_follow_the_public_recipes(recipe):
+    cfg = resolve(recipe)
+    assert cfg.optim.mini_batches == UPDATES_PER_STEP[recipe]
+    assert cfg.sampling.prompts_per_step % cfg.optim.mini_batches == 0  # whole prompts per update
+    text = (__import__("harness.config", fromlist=["recipe_path"]).recipe_path(recipe)).read_text()
+    assert "mini_batches" in text and ("GDPO" in text or "HiR" in text or "SQL-R1" in text)
 
 
 @pytest.mark.parametrize("recipe,task,steps,prompts,group,temp,top_p,top_k,evals", TABLE9)

@@ -317,8 +317,10 @@ class LocalBackend(Backend):
         o = self.cfg.optim
         B = len(rollouts)
         order = list(range(B))
-        minis = [order[i::max(1, o.mini_batches)] for i in range(max(1, o.mini_batches))]
-        minis = [sorted(m) for m in minis if m]
+        # contiguous slices: responses are grouped by prompt, so each mini-batch holds whole prompts
+        # when prompts_per_step is a multiple of mini_batches (the recipes' PPO mini-batches of prompts)
+        size = -(-B // max(1, o.mini_batches))
+        minis = [order[i:i + size] for i in range(0, B, size)]
         old: dict[int, torch.Tensor] = {}
         if len(minis) > 1:
             with torch.no_grad():
