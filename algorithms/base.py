@@ -49,6 +49,11 @@ class RolloutBatch:
       replayed, uniform weight.
     - ``joint_relevance[B,T]``: one relevance profile for all blocks together (mrtpo-joint).
     - ``logprob_delta[B,T]``: CoRT's delta_t = log pi(y_t|x+) - log pi(y_t|x-); NaN = not replayed.
+
+    Optional per-reward information from the task:
+
+    - ``reward_low[K]``: the declared lower bound of each reward column (NaN = undeclared); SAW
+      shifts rewards that can be negative by it, as the public SAW code does.
     """
 
     rewards: Tensor
@@ -58,6 +63,7 @@ class RolloutBatch:
     step: int = 0
     joint_relevance: Tensor | None = None
     logprob_delta: Tensor | None = None
+    reward_low: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.rewards.dim() != 2:
@@ -73,7 +79,7 @@ class RolloutBatch:
             self.rewards = self.rewards.float()
         T = self.response_mask.shape[1]
         checks = [("relevance", self.relevance, (B, K, T)), ("joint_relevance", self.joint_relevance, (B, T)),
-                  ("logprob_delta", self.logprob_delta, (B, T))]
+                  ("logprob_delta", self.logprob_delta, (B, T)), ("reward_low", self.reward_low, (K,))]
         for field_name, value, shape in checks:
             if value is not None and tuple(value.shape) != shape:
                 raise ValueError(f"{field_name} must have shape {shape}, got {tuple(value.shape)}")

@@ -41,10 +41,13 @@ def column_stats(rewards: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 @dataclass
 class SAWConfig(AggregateConfig):
-    """cv_shift: per-reward constant added before the CV (the public code shifts a [-3,3]
-    correctness reward by +3); None = no shift. cv_eps: 1e-8 in both CV and normalisation."""
+    """cv_shift: per-reward constant added before the CV; None = from the declared reward ranges
+    (``batch.reward_low``): a reward that can be negative is shifted by -low, so the public code's
+    +3 on the [-3,3] correctness reward, and no shift for rewards in [0, ...] or undeclared ones.
+    shift_from_ranges: False turns that default off. cv_eps: 1e-8 in both CV and normalisation."""
 
     cv_shift: tuple[float, ...] | None = None
+    shift_from_ranges: bool = True
     cv_eps: float = 1e-8
 
 
@@ -52,7 +55,8 @@ class SAWConfig(AggregateConfig):
 class SAW(Reweighter):
     """SAW (stage-aware weighting): c_k from each reward's coefficient of variation in the batch.
 
-    CV_k = std_B(r_k + shift_k) / (|mean_B(r_k + shift_k)| + 1e-8) with the SAMPLE std over the
+    CV_k = std_B(r_k + shift_k) / (|mean_B(r_k + shift_k)| + 1e-8) (shift_k: ``cv_shift``, else
+    max(0, -low_k) from the task's declared ranges, see :class:`SAWConfig`) with the SAMPLE std over the
     batch's responses where r_k is not NaN (CV 0 with fewer than two); with K' the number of reward
     columns present in the batch, c_k = K' * CV_k / (sum_k CV_k + 1e-8), so the weights sum to K'
     (paper App. B: three weights sum to three); if every CV is 0, c_k = 1. Then S = sum_k c_k A_k
@@ -64,10 +68,7 @@ class SAW(Reweighter):
 
     def reward_weights(self, batch: RolloutBatch) -> Tensor:
         r = batch.rewards.detach().to(torch.float32)
-        if self.config.cv_shift is not None:
-            if len(self.config.cv_shift) != r.shape[1]:
-                raise ValueError(f"cv_shift has {len(self.config.cv_shift)} entries, batch has K={r.shape[1]}")
-            r = r + torch.tensor(self.config.cv_shift, dtype=r.dtype, device=r.device)
+        r = r + self.shifts(batch).to(r.device)
         count, mean, std = column_stats(r)
         cv = std / (mean.abs() + self.config.cv_eps)
         present = float((count > 0).sum())
@@ -75,6 +76,18 @@ class SAW(Reweighter):
         if float(total) == 0.0:
             return torch.ones_like(cv)
         return present * cv / (total + self.config.cv_eps)
+
+    def shifts(self, batch: RolloutBatch) -> Tensor:
+        """[K]: the constant added to each reward column before its CV (see :class:`SAWConfig`)."""
+        K = batch.num_rewards
+        if self.config.cv_shift is not None:
+            if len(self.config.cv_shift) != K:
+                raise ValueError(f"cv_shift has {len(self.config.cv_shift)} entries, batch has K={K}")
+            return torch.tensor(self.config.cv_shift, dtype=torch.float32)
+        if not self.config.shift_from_ranges or batch.reward_low is None:
+            return torch.zeros(K)
+        low = batch.reward_low.detach().to(torch.float32).cpu()
+        return torch.where(torch.isnan(low), torch.zeros_like(low), (-low).clamp_min(0.0))
 
     def aggregate(self, batch: RolloutBatch) -> Aggregate:
         A = self.group_advantages(batch).to(torch.float32)

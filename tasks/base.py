@@ -154,6 +154,14 @@ class Task(ABC):
         """Every reward this task can emit (names may be patterns for variable-K tasks)."""
         return []
 
+    def reward_range(self, name: str) -> tuple[float, float] | None:
+        """The declared (low, high) of reward ``name`` (None when the task declares none). Tasks whose
+        reward names are patterns (one reward per constraint) override this."""
+        for spec in self.reward_specs():
+            if spec.name == name:
+                return spec.low, spec.high
+        return None
+
     # -- verifiers ------------------------------------------------------------------------
     @abstractmethod
     def score(self, example: Example, response: str) -> list[Verdict]:

@@ -40,7 +40,7 @@ from harness.attention import use_for_rollout
 from harness.backends import BACKENDS, checkpoint
 from harness.backends.base import Backend
 from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
-from harness.backends.rollout import Rollout, batch_tensors, greedy_texts, rollouts_for
+from harness.backends.rollout import Rollout, batch_tensors, greedy_texts, reward_lows, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
@@ -291,7 +291,8 @@ class LocalBackend(Backend):
             r.hidden = r.logits = None
         t3 = time.time()
         batch = RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=mask, relevance=rep.relevance,
-                             step=n, joint_relevance=rep.joint_relevance, logprob_delta=rep.logprob_delta)
+                             step=n, joint_relevance=rep.joint_relevance, logprob_delta=rep.logprob_delta,
+                             reward_low=reward_lows(rollouts, self.task, rewards.shape[1]))
         adv, algo_metrics = algo.advantages(batch)
         adv = adv.float()
         upd = self._update(rollouts, adv, T, algo, rep, opt, params)

@@ -251,6 +251,18 @@ def greedy_texts(model: Any, tokenizer: Any, messages_list: Sequence[list[dict[s
     return texts
 
 
+def reward_lows(rollouts: Sequence[Rollout], task: Any, K: int) -> torch.Tensor:
+    """[K]: the lowest declared lower bound (``Task.reward_range``) of each reward column over the
+    batch's examples; NaN where the task declares no range."""
+    lows = torch.full((K,), float("nan"))
+    for r in rollouts:
+        for k, name in enumerate(r.example.reward_names):
+            declared = task.reward_range(name)
+            if declared is not None and not declared[0] >= float(lows[k]):  # NaN compares False
+                lows[k] = float(declared[0])
+    return lows
+
+
 def batch_tensors(rollouts: Sequence[Rollout]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """Scored rollouts -> (rewards[B,K] NaN-padded, group_ids[B] long, response_mask[B,T] bool, T)."""
     B, K = len(rollouts), max(len(r.example.reward_names) for r in rollouts)

@@ -120,6 +120,10 @@ class InstructionFollowingTask(Task):
     def reward_specs(self) -> list[RewardSpec]:
         return [RewardSpec("c{k}:{constraint id}", 0.0, 1.0, "1 if constraint k of the prompt is satisfied, else 0")]
 
+    def reward_range(self, name: str) -> tuple[float, float] | None:
+        """Every constraint reward is binary."""
+        return 0.0, 1.0
+
     # -- verifiers ------------------------------------------------------------------------
     def score(self, example: Example, response: str) -> list[Verdict]:
         prompt = example.meta.get("prompt") or example.messages[-1]["content"]
