@@ -75,11 +75,14 @@ from mrbench_core.seeds import SHUFFLE, stream_seed
 @dataclass
 class MRTPOConfig:
     """beta: share of each advantage that follows relevance, in [0, 1) (paper: 0.5).
-    warmup_steps: N of the smoothstep warm-up (paper: 10; 0 = none). bound: Eq. 8 on/off."""
+    warmup_steps: N of the smoothstep warm-up (paper: 10; 0 = none). bound: Eq. 8 on/off.
+    require_relevance: make a run whose varying rewards can never be replayed an error (by default
+    the backend warns and records it: without relevance MRTPO trains as its aggregator)."""
 
     beta: float = 0.5
     warmup_steps: int = 10
     bound: bool = True
+    require_relevance: bool = False
 
     def __post_init__(self) -> None:
         check(0.0 <= self.beta < 1.0, f"beta must be in [0, 1), got {self.beta}")

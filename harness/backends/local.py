@@ -39,6 +39,7 @@ import torch
 from harness.attention import use_for_rollout
 from harness.backends import BACKENDS, checkpoint
 from harness.backends.base import Backend
+from harness.backends.relevance_guard import RelevanceGuard
 from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
 from harness.backends.rollout import Rollout, batch_tensors, greedy_texts, reward_lows, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
@@ -79,6 +80,7 @@ class LocalBackend(Backend):
         self.rollout_model: Any = None
         self.tokenizer: Any = None
         self._stop: str | None = None
+        self._guard: RelevanceGuard | None = None
         self._keep_hidden = True
         if self.device.type == "cpu":
             torch.set_num_threads(choose_threads(cfg.backend.local.threads))
@@ -208,6 +210,8 @@ class LocalBackend(Backend):
                      extra={"backend": "local", "model_source": self.model_source, "device": str(self.device),
                             "generator": self.generator_name,
                             "rollout_dtype": str(self.rollout_dtype), "algorithm": algo.config_dict()})
+        self._guard = RelevanceGuard(algo, task, record)
+        self._guard.at_start(examples)
         start = 0
         state = checkpoint.load(record.checkpoint_dir)
         if state is not None:
@@ -247,7 +251,7 @@ class LocalBackend(Backend):
             for s, h in old_handlers.items():
                 signal.signal(s, h)
         self.rollout_model.eval()
-        return run_summary(record.metrics(), time.time() - t_run)
+        return {**run_summary(record.metrics(), time.time() - t_run), **self._guard.summary()}
 
     def _save(self, record: Any, step: int, opt: torch.optim.Optimizer) -> None:
         checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=opt,
@@ -285,6 +289,8 @@ class LocalBackend(Backend):
                 rep = replay_for(request, teacher_engine, self.task, self.tokenizer, rollouts, rewards, group_ids, T)
         else:
             rep = ReplayResult(pairs_total=int((~torch.isnan(rewards)).sum()))
+        self._guard.after_step(n, rewards, group_ids, request is not ReplayRequest.NONE and algo.needs_replay(n),
+                               rep.pairs_replayed)
         if keep and rep.sequences and not rep.sampling_hidden_used:
             self._keep_hidden = False
         for r in rollouts:

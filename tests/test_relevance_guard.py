@@ -1,0 +1,62 @@
+"""An MRTPO-family run whose varying rewards can never be replayed says so (start, summary,
+provenance) instead of silently training as GDPO; ``require_relevance`` makes it an error."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from toy_task import ToyTask, tiny_config
+
+from harness.backends.local import LocalBackend
+from harness.backends.relevance_guard import RelevanceUnavailable
+from harness.records import RunRecord, load_record
+
+
+class BlocklessToy(ToyTask):
+    """The toy task with every verifier block removed: nothing to leave out in a replay."""
+
+    def score(self, example, response):
+        verdicts = super().score(example, response)
+        for v in verdicts:
+            v.block = None
+        return verdicts
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _train(cfg, task):
+    rec = RunRecord.open(cfg)
+    try:
+        return LocalBackend(cfg, task=task).train(rec)
+    finally:
+        rec.unlock()
+
+
+def test_blockless_mrtpo_run_warns_and_records(tmp_path, capsys):
+    cfg = tiny_config(str(tmp_path / "r"), "mrtpo", steps=2)
+    summary = _train(cfg, BlocklessToy())
+    err = capsys.readouterr().err
+    assert "no verifier block" in err and err.count("mrbench: warning") == 1
+    assert summary["steps_without_relevance"] >= 1
+    assert "as the aggregator (GDPO)" in load_record(tmp_path / "r")["provenance"]["relevance_warning"]
+
+
+def test_require_relevance_makes_it_an_error(tmp_path):
+    cfg = tiny_config(str(tmp_path / "r"), "mrtpo", steps=1)
+    cfg.algo.params["require_relevance"] = True
+    with pytest.raises(RelevanceUnavailable, match="require_relevance"):
+        _train(cfg, BlocklessToy())
+
+
+def test_a_task_with_blocks_and_a_response_level_algorithm_are_quiet(tmp_path, capsys):
+    summary = _train(tiny_config(str(tmp_path / "a"), "mrtpo", steps=1), ToyTask())
+    assert summary["steps_without_relevance"] == 0
+    summary = _train(tiny_config(str(tmp_path / "b"), "gdpo", steps=1), BlocklessToy())
+    assert "steps_without_relevance" not in summary
+    assert "warning" not in capsys.readouterr().err
