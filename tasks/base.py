@@ -134,6 +134,10 @@ class Task(ABC):
         return {}
 
     # -- data -----------------------------------------------------------------------------
+    def use_tokenizer(self, tokenizer: Any) -> None:
+        """The policy's tokenizer, given by the backend before :meth:`load` so that a task that
+        filters prompts by length counts tokens exactly (default: not needed)."""
+
     @abstractmethod
     def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
              seed: int = 0) -> list[Example]:

@@ -41,7 +41,7 @@ from harness.backends import BACKENDS, checkpoint
 from harness.backends.base import Backend
 from harness.backends.relevance_guard import RelevanceGuard
 from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
-from harness.backends.rollout import Rollout, batch_tensors, greedy_texts, reward_lows, rollouts_for
+from harness.backends.rollout import Rollout, batch_tensors, fit_prompts, greedy_texts, reward_lows, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
@@ -198,10 +198,14 @@ class LocalBackend(Backend):
             self.algorithm = get_algorithm(cfg.algo.name, **cfg.algo.params)
         algo = self.algorithm
         task = self.task
-        examples = task.load(cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
-        if not examples:
-            raise ValueError(f"task {cfg.task.name!r} loaded no {cfg.task.split!r} examples")
         self._load_policy()
+        task.use_tokenizer(self.tokenizer)  # exact prompt lengths for the task's own filters
+        examples = task.load(cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
+        examples, too_long = fit_prompts(examples, self.tokenizer, cfg.sampling.max_prompt_tokens)
+        if not examples:
+            raise ValueError(f"task {cfg.task.name!r} loaded no {cfg.task.split!r} examples"
+                             + (f" within sampling.max_prompt_tokens={cfg.sampling.max_prompt_tokens} "
+                                f"({too_long} longer)" if too_long else ""))
         self.policy.train()
         params = [p for p in self.policy.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
@@ -209,7 +213,11 @@ class LocalBackend(Backend):
         record.start(seed=cfg.seed, task_version=str(task.version), data_hash=Task.data_hash(examples),
                      extra={"backend": "local", "model_source": self.model_source, "device": str(self.device),
                             "generator": self.generator_name,
-                            "rollout_dtype": str(self.rollout_dtype), "algorithm": algo.config_dict()})
+                            "rollout_dtype": str(self.rollout_dtype), "algorithm": algo.config_dict(),
+                            "prompts_too_long": too_long})
+        if too_long:
+            print(f"mrbench: dropped {too_long} of {len(examples) + too_long} prompts longer than "
+                  f"sampling.max_prompt_tokens={cfg.sampling.max_prompt_tokens} tokens")
         self._guard = RelevanceGuard(algo, task, record)
         self._guard.at_start(examples)
         start = 0

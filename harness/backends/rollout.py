@@ -251,6 +251,16 @@ def greedy_texts(model: Any, tokenizer: Any, messages_list: Sequence[list[dict[s
     return texts
 
 
+def fit_prompts(examples: Sequence[Example], tokenizer: Any, max_prompt_tokens: int | None
+                ) -> tuple[list[Example], int]:
+    """(the examples whose chat prompt fits in ``max_prompt_tokens`` tokens of ``tokenizer``, how many
+    were dropped): counted exactly as sampling counts them, so no kept prompt fails mid-run."""
+    if not max_prompt_tokens:
+        return list(examples), 0
+    kept = [ex for ex in examples if len(chat_prompt_ids(tokenizer, ex.messages)) <= max_prompt_tokens]
+    return kept, len(examples) - len(kept)
+
+
 def reward_lows(rollouts: Sequence[Rollout], task: Any, K: int) -> torch.Tensor:
     """[K]: the lowest declared lower bound (``Task.reward_range``) of each reward column over the
     batch's examples; NaN where the task declares no range."""

@@ -86,6 +86,10 @@ class Text2SQLTask(Task):
         schema = self.schema_text(record.db_path, record.tables_entry)
         return templates.render_messages(schema, record.question, record.evidence or None)
 
+    def use_tokenizer(self, tokenizer: Any) -> None:
+        """Count prompt tokens with the policy's tokenizer (the paper's 4,096-token filter)."""
+        self.tokenizer = tokenizer
+
     def count_tokens(self, messages: Sequence[Message]) -> int:
         """Prompt length in tokens (see the module docstring for the rule without a tokenizer)."""
         tok = self.tokenizer
