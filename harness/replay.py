@@ -98,9 +98,14 @@ def capped(logits: Tensor, cap: float | None = None) -> Tensor:
     return logits
 
 
-def head_logits(head: Any, hidden: Tensor, cap: float | None = None) -> Tensor:
-    """LM-head logits of hidden states [..., H] (see :func:`capped` for the dtype)."""
-    return capped(head(hidden), cap)
+def tempered(logits: Tensor, temperature: float = 1.0) -> Tensor:
+    """Logits divided by the rollout temperature (in float32), as sampling used them; unchanged at 1."""
+    return logits if temperature == 1.0 else logits.float() / temperature
+
+
+def head_logits(head: Any, hidden: Tensor, cap: float | None = None, temperature: float = 1.0) -> Tensor:
+    """LM-head logits of hidden states [..., H] at ``temperature`` (see :func:`capped` for the dtype)."""
+    return tempered(capped(head(hidden), cap), temperature)
 
 
 def _cache_kwarg(decoder: Any) -> str:
@@ -132,8 +137,12 @@ class ReplayEngine:
     """Batched, prefix-sharing forward passes of ``model`` (the old policy, in its own dtype)."""
 
     def __init__(self, model: Any, batch_size: int = 8, chunk_size: int = 64, share_prefix: bool = True,
-                 pad_id: int = 0):
+                 pad_id: int = 0, temperature: float = 1.0):
+        """``temperature``: the rollout temperature; every distribution the statistics compare (the
+        relevance's p and r, CoRT's log-probabilities) is the model's at that temperature, the one
+        the responses were sampled from."""
         self.model = model
+        self.temperature = float(temperature)
         self.batch_size = max(1, int(batch_size))
         self.chunk_size = max(1, int(chunk_size))
         self.share_prefix = share_prefix
@@ -262,8 +271,8 @@ class ReplayEngine:
         step = self._stat_chunk(head)
         parts = []
         for s in range(0, hidden_a.shape[0], step):
-            la = head_logits(head, hidden_a[s:s + step], cap)
-            lb = head_logits(head, hidden_b[s:s + step], cap)
+            la = head_logits(head, hidden_a[s:s + step], cap, self.temperature)
+            lb = head_logits(head, hidden_b[s:s + step], cap, self.temperature)
             parts.append(js_distance(la, lb, chunk_size=JS_ROWS))
         return torch.cat(parts) if parts else torch.zeros(0)
 
@@ -277,10 +286,11 @@ class ReplayEngine:
         parts: list[list[Tensor]] = [[] for _ in others]
         for s in range(0, hidden_a.shape[0], step):
             e = s + step
-            la = capped(logits_a[s:e], cap) if logits_a is not None else head_logits(head, hidden_a[s:e], cap)
+            la = (tempered(capped(logits_a[s:e], cap), self.temperature) if logits_a is not None
+                  else head_logits(head, hidden_a[s:e], cap, self.temperature))
             ref = JSAgainst(la, chunk_size=JS_ROWS)
             for part, hb in zip(parts, others):
-                part.append(ref.distance(head_logits(head, hb[s:e], cap)))
+                part.append(ref.distance(head_logits(head, hb[s:e], cap, self.temperature)))
         return [torch.cat(p) if p else torch.zeros(0) for p in parts]
 
     @torch.inference_mode()
@@ -293,7 +303,8 @@ class ReplayEngine:
         parts = []
         for s in range(0, hidden.shape[0], step):
             e = s + step
-            chunk = capped(logits[s:e], cap) if logits is not None else head_logits(head, hidden[s:e], cap)
+            chunk = (tempered(capped(logits[s:e], cap), self.temperature) if logits is not None
+                     else head_logits(head, hidden[s:e], cap, self.temperature))
             parts.append(token_logprobs(chunk, ids[s:e]))
         return torch.cat(parts) if parts else torch.zeros(0)
 

@@ -39,8 +39,8 @@ import torch
 from harness.attention import use_for_rollout
 from harness.backends import BACKENDS, checkpoint
 from harness.backends.base import Backend
-from harness.backends.relevance_guard import RelevanceGuard
 from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
+from harness.backends.relevance_guard import RelevanceGuard
 from harness.backends.rollout import Rollout, batch_tensors, fit_prompts, greedy_texts, reward_lows, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
@@ -234,7 +234,7 @@ class LocalBackend(Backend):
         record.truncate_metrics(start)
         opts = cfg.backend.local
         engine = ReplayEngine(self.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix,
-                              self.pad_id)
+                              self.pad_id, temperature=cfg.sampling.temperature)
         old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         rows: list[dict[str, Any]] = []
         try:
@@ -292,7 +292,8 @@ class LocalBackend(Backend):
             if request is ReplayRequest.TEACHER:
                 ref = self._reference()
                 teacher_engine = ReplayEngine(self.policy if ref == "adapter-disabled" else ref,
-                                              engine.batch_size, engine.chunk_size, engine.share_prefix, self.pad_id)
+                                              engine.batch_size, engine.chunk_size, engine.share_prefix, self.pad_id,
+                                              temperature=engine.temperature)
             with torch.no_grad(), self._adapter_off(request is ReplayRequest.TEACHER):
                 rep = replay_for(request, teacher_engine, self.task, self.tokenizer, rollouts, rewards, group_ids, T)
         else:
@@ -341,7 +342,7 @@ class LocalBackend(Backend):
             with torch.no_grad():
                 for idx in self._micro(order):
                     mb = self._mb(rollouts, idx, T)
-                    lp = gather_logprobs(response_logits(self.policy, mb), mb.response_ids)
+                    lp = gather_logprobs(response_logits(self.policy, mb, self._temperature), mb.response_ids)
                     for i, j in enumerate(idx):
                         old[j] = lp[i]
         want_ref = o.kl_coef > 0
@@ -353,7 +354,7 @@ class LocalBackend(Backend):
             opt.zero_grad(set_to_none=True)
             for idx in self._micro(mini):
                 mb = self._mb(rollouts, idx, T)
-                logits = response_logits(self.policy, mb)
+                logits = response_logits(self.policy, mb, self._temperature)
                 logp = gather_logprobs(logits, mb.response_ids)
                 old_lp = torch.stack([old[j] for j in idx]) if old else logp.detach()
                 ref_lp = self._ref_logprobs(mb) if want_ref else None
@@ -381,6 +382,11 @@ class LocalBackend(Backend):
         opt.zero_grad(set_to_none=True)
         return tot
 
+    @property
+    def _temperature(self) -> float:
+        """The rollout temperature: log-probabilities, KL, entropy and relevance are taken under it."""
+        return self.cfg.sampling.temperature
+
     def _micro(self, idx: list[int]) -> list[list[int]]:
         size = max(1, self.cfg.optim.micro_batch_size)
         return [idx[i:i + size] for i in range(0, len(idx), size)]
@@ -394,8 +400,8 @@ class LocalBackend(Backend):
         ref = self._reference()
         if ref == "adapter-disabled":
             with self.policy.disable_adapter():
-                return gather_logprobs(response_logits(self.policy, mb), mb.response_ids)
-        return gather_logprobs(response_logits(ref, mb), mb.response_ids)
+                return gather_logprobs(response_logits(self.policy, mb, self._temperature), mb.response_ids)
+        return gather_logprobs(response_logits(ref, mb, self._temperature), mb.response_ids)
 
     def _opsd_loss(self, algo: Any, logits: torch.Tensor, mb: Any, idx: list[int], rep: ReplayResult) -> torch.Tensor:
         ref = self._reference()
@@ -405,5 +411,5 @@ class LocalBackend(Backend):
             for i, j in enumerate(idx):
                 h = rep.teacher_hidden[j]  # type: ignore[index]
                 if h.numel():
-                    teacher[i, :h.shape[0]] = head_logits(head, h.to(self.device), cap)
+                    teacher[i, :h.shape[0]] = head_logits(head, h.to(self.device), cap, self._temperature)
         return algo.distillation_loss(logits, teacher, mb.response_mask)

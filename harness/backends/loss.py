@@ -56,8 +56,10 @@ def make_micro_batch(prompts: list[list[int]], responses: list[list[int]], T: in
     return MicroBatch(ids.to(device), attn.to(device), ids[:, Lp:].to(device), rmask.to(device), Lp)
 
 
-def response_logits(model: Any, mb: MicroBatch) -> Tensor:
-    """float32 logits [b, T, V] at the positions predicting the response tokens (with grad if enabled).
+def response_logits(model: Any, mb: MicroBatch, temperature: float = 1.0) -> Tensor:
+    """float32 logits [b, T, V] at the positions predicting the response tokens (with grad if enabled),
+    divided by the rollout ``temperature``: the ratio, the KL and the entropy are taken under the
+    distribution the responses were sampled from (as verl and OpenRLHF do).
 
     Only the response positions go through the LM head. Position ids count real tokens only, so
     left padding does not shift positions (as in generation).
@@ -66,7 +68,7 @@ def response_logits(model: Any, mb: MicroBatch) -> Tensor:
     pos = (mb.attention_mask.cumsum(-1) - 1).clamp_min(0)
     hidden = decoder(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=pos).last_hidden_state
     h = hidden[:, mb.prompt_width - 1:mb.prompt_width - 1 + mb.T]
-    return head_logits(head, h, cap).float()
+    return head_logits(head, h, cap, temperature).float()
 
 
 def gather_logprobs(logits: Tensor, tokens: Tensor) -> Tensor:
