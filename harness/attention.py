@@ -24,12 +24,19 @@ exact: decoder families whose attention is plain softmax attention with at most 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import Tensor
 
 NAME = "mrbench_grouped_matmul"
+
+#: query rows up to which float32 attention runs as matmuls (decoding steps); longer float32 blocks
+#: (prefill, replay rows) go to the fused kernel with grouped-query support, which is faster there
+#: in float32 (in bf16 the matmuls are faster at every shape the rollout runs)
+DECODE_ROWS = 8
 
 #: model types whose attention takes nothing this function ignores (no logit soft-cap, no sinks)
 SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3", "smollm3", "olmo2"})
@@ -45,6 +52,8 @@ def grouped_matmul_attention(module: Any, query: Tensor, key: Tensor, value: Ten
         raise ValueError(f"{heads} query heads do not group over {kv_heads} key/value heads")
     group = heads // kv_heads
     scale = d ** -0.5 if scaling is None else scaling
+    if query.dtype == torch.float32 and lq > DECODE_ROWS:
+        return _fused_float32(query, key, value, attention_mask, scale, dropout, module), None
     # head h reads key/value head h // group, so the query heads of a key/value head fold into its
     # query axis: [B, H, Lq, D] -> [B, Hkv, group * Lq, D] (a copy after rotary embeddings, a view
     # when decoding); keys and values are read as they are
@@ -62,6 +71,19 @@ def grouped_matmul_attention(module: Any, query: Tensor, key: Tensor, value: Ten
         probs = torch.nn.functional.dropout(probs, p=dropout)
     out = torch.matmul(probs.view(b, kv_heads, group * lq, lk), value)
     return out.view(b, heads, lq, d).transpose(1, 2).contiguous(), None
+
+
+def _fused_float32(query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, scale: float,
+                   dropout: float, module: Any) -> Tensor:
+    """Many query rows in float32: the fused kernel, grouped-query aware (no key/value copies)."""
+    lq, lk = query.shape[2], key.shape[2]
+    mask = attention_mask[:, :, :, :lk] if attention_mask is not None else None
+    if mask is None and lq > 1:  # causal over the last lq keys (the cache holds the rest)
+        mask = ~torch.ones(lq, lk, dtype=torch.bool, device=query.device).triu_(lk - lq + 1)
+    p = dropout if dropout and getattr(module, "training", False) else 0.0
+    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=p,
+                                                           scale=scale, enable_gqa=True)
+    return out.transpose(1, 2).contiguous()
 
 
 def register() -> None:
@@ -100,3 +122,20 @@ def use_for_rollout(model: Any, choice: str = "auto") -> str:
         choice = NAME
     base.set_attn_implementation(choice)
     return base.config._attn_implementation
+
+
+@contextlib.contextmanager
+def rollout_attention(model: Any, choice: str = "auto") -> Iterator[str]:
+    """:func:`use_for_rollout` for the duration of a block, then the model's own implementation again:
+    a model that both samples and trains (float32 rollouts share the training copy) samples and
+    replays with the rollout attention and trains with its own. Yields the implementation in use."""
+    from harness.replay import unwrap
+
+    base = unwrap(model)
+    before = getattr(base.config, "_attn_implementation", None) or "eager"
+    name = use_for_rollout(model, choice)
+    try:
+        yield name
+    finally:
+        if name != before:
+            base.set_attn_implementation(before)

@@ -51,3 +51,11 @@ def choose_threads(requested: int) -> int:
         except OSError:
             busy = False
     return 1 if busy else torch.get_num_threads()
+
+
+def native_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX, as oneDNN reports it); the
+    rollout runs in bf16 by default only there."""
+    from harness.models import bf16_supported
+
+    return bf16_supported(torch.device("cpu"))

@@ -77,6 +77,23 @@ def test_boolean_and_additive_masks_agree(mask_dtype):
     assert torch.allclose(out, _reference(q, k, v, allowed), atol=1e-6)
 
 
+@pytest.mark.parametrize("lq,lk,mask_kind", [(12, 12, None), (10, 30, "additive"), (16, 16, "bool")])
+def test_float32_blocks_take_the_fused_grouped_kernel(lq, lk, mask_kind):
+    """Above DECODE_ROWS query rows float32 runs the fused kernel (no key/value copies): equal to
+    the reference; decoding steps stay on the matmuls (covered in float64 above)."""
+    from harness.attention import DECODE_ROWS
+
+    assert lq > DECODE_ROWS
+    g = torch.Generator().manual_seed(lq + lk)
+    q, k, v = (torch.randn(2, h, n, 16, generator=g) for h, n in ((6, lq), (2, lk), (2, lk)))
+    allowed = torch.ones(2, 1, lq, lk, dtype=torch.bool).tril(lk - lq)
+    allowed[1, :, :, :3] = False if mask_kind else allowed[1, :, :, :3]
+    mask = {None: None, "bool": allowed,
+            "additive": torch.zeros(2, 1, lq, lk).masked_fill(~allowed, torch.finfo(torch.float32).min)}[mask_kind]
+    out, _ = grouped_matmul_attention(None, q, k, v, mask)
+    assert torch.allclose(out, _reference(q, k, v, allowed), atol=1e-5, rtol=0)
+
+
 def test_model_logits_and_greedy_tokens_match_sdpa(tiny):
     model = copy.deepcopy(tiny.model).eval()
     ids = torch.randint(3, 200, (3, 20), generator=torch.Generator().manual_seed(1))
@@ -131,8 +148,8 @@ def test_choice_table(tiny):
 @pytest.mark.parametrize("dtype,choice,rollout,policy_kept", [
     ("bfloat16", "auto", NAME, True),      # a separate CPU rollout copy: grouped matmuls
     ("bfloat16", "sdpa", "sdpa", True),
-    ("float32", "auto", None, True),       # one copy serves training too: left alone
-    ("float32", "eager", "eager", False),  # asked for explicitly: the shared copy changes
+    ("float32", "auto", NAME, True),       # one copy serves both: the rollout attention while sampling only
+    ("float32", "eager", "eager", True),
 ])
 def test_backend_sets_the_rollout_attention(tmp_path, dtype, choice, rollout, policy_kept):
 
@@ -145,6 +162,8 @@ def test_backend_sets_the_rollout_attention(tmp_path, dtype, choice, rollout, po
     backend = LocalBackend(cfg, task=ToyTask())
     backend._load_policy()
     initial = load_model("tiny-random", dtype="float32").model.config._attn_implementation
-    assert backend.rollout_model.config._attn_implementation == (rollout or initial)
-    if policy_kept:
-        assert backend.policy.config._attn_implementation == initial
+    assert backend.rollout_attention_name == rollout and backend.rollout_info()["attention"] == rollout
+    with backend._rollout_phase():
+        assert backend.rollout_model.config._attn_implementation == rollout
+    assert backend.policy.config._attn_implementation == initial  # training keeps its own
+    assert backend.rollout_info()["shared_with_training"] == (dtype == "float32")

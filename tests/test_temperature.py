@@ -9,7 +9,7 @@ import torch
 from toy_task import ToyTask, tiny_config
 
 from algorithms.relevance import js_distance
-from harness.backends import local
+from harness.backends import update
 from harness.backends.local import LocalBackend
 from harness.backends.loss import make_micro_batch, response_logits
 from harness.models import load_model
@@ -54,13 +54,13 @@ def test_training_logits_are_divided_by_the_temperature(tiny):
 
 def test_the_backend_uses_the_rollout_temperature_everywhere(tmp_path, monkeypatch):
     seen: list[float] = []
-    real = local.response_logits
+    real = update.response_logits
 
     def spy(model, mb, temperature=1.0):
         seen.append(temperature)
         return real(model, mb, temperature)
 
-    monkeypatch.setattr(local, "response_logits", spy)
+    monkeypatch.setattr(update, "response_logits", spy)
     engines: list[float] = []
     real_init = ReplayEngine.__init__
 

@@ -36,19 +36,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.attention import use_for_rollout
+from harness.attention import rollout_attention, use_for_rollout
 from harness.backends import BACKENDS, checkpoint
 from harness.backends.base import Backend
-from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
 from harness.backends.relevance_guard import RelevanceGuard
-from harness.backends.rollout import Rollout, batch_tensors, fit_prompts, greedy_texts, reward_lows, rollouts_for
+from harness.backends.rollout import batch_tensors, fit_prompts, greedy_texts, reward_lows, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
+from harness.backends.update import PolicyUpdate
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
 from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
-from harness.replay import ReplayEngine, decoder_and_head, head_logits
+from harness.replay import ReplayEngine
 from harness.replay_builders import ReplayResult, replay_for
-from harness.system import choose_threads
+from harness.system import choose_threads, native_bf16
 from mrbench_core.replay_kinds import ReplayRequest
 from mrbench_core.seeds import DATA_ORDER, SAMPLING, stream_seed
 
@@ -62,7 +62,7 @@ def _step_seed(seed: int, step: int) -> int:
 
 
 @BACKENDS.register("local")
-class LocalBackend(Backend):
+class LocalBackend(PolicyUpdate, Backend):
     """In-process trainer on CPU or one GPU (transformers generate, optional vLLM)."""
 
     name = "local"
@@ -81,6 +81,7 @@ class LocalBackend(Backend):
         self.tokenizer: Any = None
         self._stop: str | None = None
         self._guard: RelevanceGuard | None = None
+        self.rollout_attention_name: str | None = None
         self._keep_hidden = True
         if self.device.type == "cpu":
             torch.set_num_threads(choose_threads(cfg.backend.local.threads))
@@ -124,14 +125,29 @@ class LocalBackend(Backend):
             self._ref = "adapter-disabled" if m.lora else copy.deepcopy(policy).eval().requires_grad_(False)
         attention = self.cfg.backend.local.rollout_attention
         if self.rollout_dtype == self.train_dtype:
-            self.rollout_model = policy  # one copy serves both; "auto" leaves the training attention alone
-            if attention != "auto":
-                use_for_rollout(policy, attention)
+            # one copy serves both: it samples and replays with the rollout attention (switched on for
+            # those phases only, see _rollout_phase) and trains with its own
+            self.rollout_model = policy
+            with rollout_attention(policy, attention) as name:
+                self.rollout_attention_name = name
         else:
             self.rollout_model = copy.deepcopy(policy).to(self.rollout_dtype).eval()
             for p in self.rollout_model.parameters():
                 p.requires_grad_(False)
-            use_for_rollout(self.rollout_model, attention)
+            self.rollout_attention_name = use_for_rollout(self.rollout_model, attention)
+
+    def rollout_info(self) -> dict[str, Any]:
+        """How sampling and replay run: precision, attention implementation, CPU threads, and
+        whether the host has native bf16 (a slow run explains itself)."""
+        return {"dtype": str(self.rollout_dtype).removeprefix("torch."), "attention": self.rollout_attention_name,
+                "threads": torch.get_num_threads(), "shared_with_training": self.rollout_model is self.policy,
+                "host_native_bf16": native_bf16()}
+
+    def _rollout_phase(self) -> Any:
+        """The context of sampling and replay: the rollout attention on a copy shared with training."""
+        if self.rollout_model is self.policy:
+            return rollout_attention(self.policy, self.cfg.backend.local.rollout_attention)
+        return contextlib.nullcontext()
 
     def _sync_rollout(self) -> None:
         if self.rollout_model is not self.policy:
@@ -166,9 +182,10 @@ class LocalBackend(Backend):
             loaded = load_model(m.name, dtype=self.rollout_dtype, device=self.device, cache_dir=m.cache_dir)
             self.tokenizer, self.rollout_model = loaded.tokenizer, loaded.model
             self.eos = eos_ids(self.tokenizer, loaded.model)
-            use_for_rollout(self.rollout_model, self.cfg.backend.local.rollout_attention)
+            self.rollout_attention_name = use_for_rollout(self.rollout_model, self.cfg.backend.local.rollout_attention)
         self.rollout_model.eval()
-        return greedy_texts(self.rollout_model, self.tokenizer, messages_list, self.eos, max_new_tokens)
+        with self._rollout_phase():
+            return greedy_texts(self.rollout_model, self.tokenizer, messages_list, self.eos, max_new_tokens)
 
     # -- data ----------------------------------------------------------------------------------
     def _examples_at(self, examples: list[Any], position: int, count: int) -> list[Any]:
@@ -213,7 +230,8 @@ class LocalBackend(Backend):
         record.start(seed=cfg.seed, task_version=str(task.version), data_hash=Task.data_hash(examples),
                      extra={"backend": "local", "model_source": self.model_source, "device": str(self.device),
                             "generator": self.generator_name,
-                            "rollout_dtype": str(self.rollout_dtype), "algorithm": algo.config_dict(),
+                            "rollout_dtype": str(self.rollout_dtype), "rollout": self.rollout_info(),
+                            "algorithm": algo.config_dict(),
                             "prompts_too_long": too_long})
         if too_long:
             print(f"mrbench: dropped {too_long} of {len(examples) + too_long} prompts longer than "
@@ -259,7 +277,8 @@ class LocalBackend(Backend):
             for s, h in old_handlers.items():
                 signal.signal(s, h)
         self.rollout_model.eval()
-        return {**run_summary(record.metrics(), time.time() - t_run), **self._guard.summary()}
+        return {**run_summary(record.metrics(), time.time() - t_run), **self._guard.summary(),
+                "rollout": self.rollout_info()}
 
     def _save(self, record: Any, step: int, opt: torch.optim.Optimizer) -> None:
         checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=opt,
@@ -279,9 +298,10 @@ class LocalBackend(Backend):
         # (vLLM exposes no hidden states: its rollouts carry none and the replay recomputes P_all)
         keep = (request in (ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.RUBRIC) and algo.needs_replay(n)
                 and self._keep_hidden and self._vllm is None)
-        rollouts = rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
-                                s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm,
-                                seed=_step_seed(cfg.seed, n), logits_budget=cfg.backend.local.sampling_logits_mb << 20)
+        with self._rollout_phase():
+            rollouts = rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
+                                    s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm, seed=_step_seed(cfg.seed, n),
+                                    logits_budget=cfg.backend.local.sampling_logits_mb << 20)
         t1 = time.time()
         for r in rollouts:
             r.verdicts = self.task.score(r.example, r.text)
@@ -294,7 +314,7 @@ class LocalBackend(Backend):
                 teacher_engine = ReplayEngine(self.policy if ref == "adapter-disabled" else ref,
                                               engine.batch_size, engine.chunk_size, engine.share_prefix, self.pad_id,
                                               temperature=engine.temperature)
-            with torch.no_grad(), self._adapter_off(request is ReplayRequest.TEACHER):
+            with torch.no_grad(), self._adapter_off(request is ReplayRequest.TEACHER), self._rollout_phase():
                 rep = replay_for(request, teacher_engine, self.task, self.tokenizer, rollouts, rewards, group_ids, T)
         else:
             rep = ReplayResult(pairs_total=int((~torch.isnan(rewards)).sum()))
@@ -326,90 +346,3 @@ class LocalBackend(Backend):
         if wanted and self.cfg.model.lora:
             return self.policy.disable_adapter()
         return contextlib.nullcontext()
-
-    # -- the update ----------------------------------------------------------------------------------
-    def _update(self, rollouts: list[Rollout], adv: torch.Tensor, T: int, algo: Any, rep: ReplayResult,
-                opt: Any, params: list[Any]) -> dict[str, float]:
-        o = self.cfg.optim
-        B = len(rollouts)
-        order = list(range(B))
-        # contiguous slices: responses are grouped by prompt, so each mini-batch holds whole prompts
-        # when prompts_per_step is a multiple of mini_batches (the recipes' PPO mini-batches of prompts)
-        size = -(-B // max(1, o.mini_batches))
-        minis = [order[i:i + size] for i in range(0, B, size)]
-        old: dict[int, torch.Tensor] = {}
-        if len(minis) > 1:
-            with torch.no_grad():
-                for idx in self._micro(order):
-                    mb = self._mb(rollouts, idx, T)
-                    lp = gather_logprobs(response_logits(self.policy, mb, self._temperature), mb.response_ids)
-                    for i, j in enumerate(idx):
-                        old[j] = lp[i]
-        want_ref = o.kl_coef > 0
-        tot = {"loss": 0.0, "tokens": 0, "clipped": 0, "kl": 0.0, "entropy": 0.0, "grad_norm": 0.0,
-               "ratio_max": 1.0, "opsd": 0.0}
-        self.policy.train()
-        for mini in minis:
-            n_tok = sum(len(rollouts[j].response_ids) for j in mini)
-            opt.zero_grad(set_to_none=True)
-            for idx in self._micro(mini):
-                mb = self._mb(rollouts, idx, T)
-                logits = response_logits(self.policy, mb, self._temperature)
-                logp = gather_logprobs(logits, mb.response_ids)
-                old_lp = torch.stack([old[j] for j in idx]) if old else logp.detach()
-                ref_lp = self._ref_logprobs(mb) if want_ref else None
-                ent = entropy(logits) if o.entropy_coef else None
-                terms = surrogate_loss(logp, old_lp, adv[idx].to(logp.device), mb.response_mask, n_tok,
-                                       o.clip_low, o.clip_high, ref_lp, o.kl_coef, ent, o.entropy_coef)
-                loss = terms.loss
-                if algo.has_loss and rep.teacher_hidden is not None:  # the coefficient is the algorithm's own
-                    d = self._opsd_loss(algo, logits, mb, idx, rep) * (int(mb.response_mask.sum()) / max(n_tok, 1))
-                    loss = loss + d
-                    tot["opsd"] += float(d.detach())
-                loss.backward()
-                tot["loss"] += float(loss.detach())
-                tot["clipped"] += terms.clipped
-                tot["kl"] += terms.kl_sum
-                tot["entropy"] += terms.entropy_sum
-                tot["ratio_max"] = max(tot["ratio_max"], terms.ratio_max)
-            tot["tokens"] += n_tok
-            if o.grad_clip and o.grad_clip > 0:
-                norm = torch.nn.utils.clip_grad_norm_(params, o.grad_clip)
-            else:
-                norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params if p.grad is not None))
-            tot["grad_norm"] = max(tot["grad_norm"], float(norm))
-            opt.step()
-        opt.zero_grad(set_to_none=True)
-        return tot
-
-    @property
-    def _temperature(self) -> float:
-        """The rollout temperature: log-probabilities, KL, entropy and relevance are taken under it."""
-        return self.cfg.sampling.temperature
-
-    def _micro(self, idx: list[int]) -> list[list[int]]:
-        size = max(1, self.cfg.optim.micro_batch_size)
-        return [idx[i:i + size] for i in range(0, len(idx), size)]
-
-    def _mb(self, rollouts: list[Rollout], idx: list[int], T: int) -> Any:
-        return make_micro_batch([rollouts[j].prompt_ids for j in idx], [rollouts[j].response_ids for j in idx],
-                                T, self.pad_id, self.device)
-
-    @torch.no_grad()
-    def _ref_logprobs(self, mb: Any) -> torch.Tensor:
-        ref = self._reference()
-        if ref == "adapter-disabled":
-            with self.policy.disable_adapter():
-                return gather_logprobs(response_logits(self.policy, mb, self._temperature), mb.response_ids)
-        return gather_logprobs(response_logits(ref, mb, self._temperature), mb.response_ids)
-
-    def _opsd_loss(self, algo: Any, logits: torch.Tensor, mb: Any, idx: list[int], rep: ReplayResult) -> torch.Tensor:
-        ref = self._reference()
-        _, head, cap = decoder_and_head(self.policy if ref == "adapter-disabled" else ref)
-        teacher = torch.zeros_like(logits)
-        with torch.no_grad():
-            for i, j in enumerate(idx):
-                h = rep.teacher_hidden[j]  # type: ignore[index]
-                if h.numel():
-                    teacher[i, :h.shape[0]] = head_logits(head, h.to(self.device), cap, self._temperature)
-        return algo.distillation_loss(logits, teacher, mb.response_mask)
