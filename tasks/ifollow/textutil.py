@@ -63,11 +63,6 @@ def count_sentences(text: str) -> int:
 
 
 # -- words ----------------------------------------------------------------------------------
-def word_spans(text: str) -> list[tuple[int, int]]:
-    """Spans of IFEval's words: maximal runs of ``\\w`` characters (unicode-aware)."""
-    return [m.span() for m in WORD_RE.finditer(text)]
-
-
 def count_words(text: str) -> int:
     """IFEval's word count: ``len(re.findall(r"\\w+", text))``."""
     return sum(1 for _ in WORD_RE.finditer(text))
@@ -202,8 +197,3 @@ def loose_variants(response: str) -> list[Variant]:
         _no_asterisks(last, "remove_last_no_asterisks"),
         _no_asterisks(both, "remove_both_no_asterisks"),
     ]
-
-
-def loose_texts(response: str) -> list[str]:
-    """Just the texts of :func:`loose_variants`."""
-    return [v.text for v in loose_variants(response)]
