@@ -1,20 +1,19 @@
 """Grouped-query attention as two batched matmuls: the CPU rollout copy's attention (sampling and replay).
 
-Why. On CPU, PyTorch's fused ``scaled_dot_product_attention`` kernel is slow for the shapes the
-old policy runs: measured on two cores in bf16, [8 x 9 heads, 97 queries, 222 keys] took 5.4 ms
-against 2.1 ms for scores-softmax-values as matmuls, and one decoding step [16 x 9, 1, 200] 1.6 ms
-against 0.3 ms. transformers' own ``eager`` path is matmuls too, but it first copies every key and
-value head ``num_attention_heads / num_key_value_heads`` times; here the query heads of one
-key/value head are folded into the query axis instead, so the cache is read as it is.
+Why. On CPU, PyTorch's fused ``scaled_dot_product_attention`` kernel is slower than
+scores-softmax-values as matmuls for the shapes the old policy runs (a few sequences of a few
+hundred tokens in bf16, and single-token decoding steps; figures in ``bench/README.md``).
+transformers' own ``eager`` path is matmuls too, but it first copies every key and value head
+``num_attention_heads / num_key_value_heads`` times; here the query heads of one key/value head
+are folded into the query axis instead, so the cache is read as it is.
 
 Numerics. Scores come out of the matmul in the model's dtype (as in ``eager``); scaling, mask and
 softmax run in float32 (or wider), and the probabilities return to the model's dtype for the
 value matmul. A query row's result depends only on its own scores, not on the fused kernel's
-tiling of the batch, so bf16 passes over the same tokens agree better: with SmolLM2-135M in bf16,
-the mean JS distance q between a response's sampling logits and its replay under the same prompt
-(ideally 0) fell from 0.024 with ``sdpa`` to 0.011, against a mean relevance of 0.074
-(``bench/relevance_floor.py``). The rest comes from the bf16 linear layers. In float32 it equals
-``sdpa`` to rounding (tested).
+tiling of the batch, so bf16 passes over the same tokens agree better: the JS distance q between a
+response's sampling logits and its replay under the same prompt (ideally 0) is smaller than with
+``sdpa`` (``bench/relevance_floor.py``; figures in ``bench/README.md``); what remains comes from
+the bf16 linear layers. In float32 it equals ``sdpa`` to rounding (tested).
 
 Registered with transformers' attention and mask interfaces under :data:`NAME` (the additive
 float mask of ``eager``). :func:`use_for_rollout` switches a model to it where it is known to be

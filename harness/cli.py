@@ -41,8 +41,18 @@ def _split_overrides(extra: Sequence[str], command: str = "run") -> list[tuple[s
                 raise SystemExit(f"mrbench {command}: override --{key} needs a value")
             value = extra[i + 1]
             i += 2
-        pairs.append((key.replace("-", "_") if "." in key else key, value))
+        pairs.append((field_path(key), value))
     return pairs
+
+
+def field_path(key: str) -> str:
+    """Hyphens in a dotted field path become underscores (``--task.options.max-chars``), except in
+    the backend name of ``backend.options.NAME.KEY``, which keeps its registered spelling."""
+    if "." not in key:
+        return key
+    parts = key.split(".")
+    name_at = 2 if parts[:2] == ["backend", "options"] else None
+    return ".".join(p if i == name_at else p.replace("-", "_") for i, p in enumerate(parts))
 
 
 def _is_number(text: str) -> bool:

@@ -52,16 +52,16 @@ def length_batches(items: Sequence[Any], length: Any, size: int) -> list[list[An
     return batches
 
 
-#: rows per Jensen-Shannon evaluation inside a chunk: 16 x V float32 stays cache-resident, which
-#: measured about 30% faster than 64 rows for V = 49,152 on one CPU thread (results are row-wise,
-#: so the value does not change them)
+#: rows per Jensen-Shannon evaluation inside a chunk: few enough that a [rows, V] float32 block
+#: stays in the CPU cache (results are row-wise, so the value does not change them)
 JS_ROWS = 16
 
 
 #: elements of one [positions, V] block of the statistics. :meth:`ReplayEngine.js_many` holds P_all's
 #: float32 log p and p and two blocks of logits for a chunk of positions; capping the chunk at this
-#: many elements keeps that near 150 MB whatever the vocabulary (82 positions for V = 151,936; the
-#: configured ``chunk_size`` of 128 applies from V = 98,304 down)
+#: many elements bounds that memory whatever the vocabulary and the response length (82 positions
+#: for V = 151,936; the configured ``chunk_size`` of 128 applies from V = 98,304 down).
+#: ``bench/js_memory.py`` measures the peak (figures in ``bench/README.md``)
 STAT_CHUNK_ELEMENTS = 12 * 1024 * 1024
 
 

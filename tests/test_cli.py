@@ -78,6 +78,11 @@ def test_split_overrides():
         cli._split_overrides(["--algo.beta"])
 
 
+def test_hyphens_become_underscores_except_in_a_plugin_backends_name():
+    pairs = cli._split_overrides(["--task.options.max-chars", "3", "--backend.options.my-backend.queue-size", "2"])
+    assert pairs == [("task.options.max_chars", "3"), ("backend.options.my-backend.queue_size", "2")]
+
+
 def test_mrbench_list_shows_every_registered_name():
     out = subprocess.run([sys.executable, "-m", "harness.cli", "list"], capture_output=True, text=True, check=True).stdout
     for name in ["toolcall", "text2sql", "ifollow", "grpo", "gdpo", "saw", "dara", "dvao", "gd2po", "sa-mrpo",

@@ -55,12 +55,11 @@ def load_trainable_state(model: Any, state: dict[str, torch.Tensor]) -> None:
 
 
 def save(directory: Path, *, step: int, model: Any, optimizer: torch.optim.Optimizer, data_position: int,
-         fingerprint: str, extra: dict[str, Any] | None = None) -> Path:
+         fingerprint: str) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     payload = {"step": step, "model": trainable_state(model), "optimizer": optimizer.state_dict(),
-               "rng": rng_state(), "data_position": data_position, "fingerprint": fingerprint,
-               "extra": extra or {}}
+               "rng": rng_state(), "data_position": data_position, "fingerprint": fingerprint}
     path = directory / STATE_FILE
     tmp = directory / f".{STATE_FILE}.tmp-{os.getpid()}"
     torch.save(payload, tmp)

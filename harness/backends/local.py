@@ -3,8 +3,9 @@
 One training step (0-based ``n``; metrics rows use ``step = n + 1``):
 
 1. take ``prompts_per_step`` examples (an epoch-wise permutation from the ``data-order`` stream of
-   :mod:`mrbench_core.seeds` for (seed, epoch); the data position is ``n * prompts_per_step``, so a
-   resumed run sees the same prompts);
+   :mod:`mrbench_core.seeds` for (seed, epoch)) from the data position, the index of the next
+   example; the checkpoint saves the position and a resumed run reads it back, so it sees the
+   same prompts;
 2. sample G responses each with the rollout model (bf16 where native, see :mod:`harness.models`),
    or with vLLM (:mod:`harness.backends.vllm_rollout`, synced after every update), keeping the
    sampled ids; the torch RNG is seeded from the ``sampling`` stream for (seed, n) at the start of
@@ -82,6 +83,7 @@ class LocalBackend(PolicyUpdate, Backend):
         self._stop: str | None = None
         self._guard: RelevanceGuard | None = None
         self.rollout_attention_name: str | None = None
+        self._position = 0  # index of the next training example in the data order
         self._keep_hidden = True
         if self.device.type == "cpu":
             torch.set_num_threads(choose_threads(cfg.backend.local.threads))
@@ -247,6 +249,7 @@ class LocalBackend(PolicyUpdate, Backend):
             opt.load_state_dict(state["optimizer"])
             checkpoint.set_rng_state(state["rng"])
             start = int(state["step"])
+            self._position = int(state["data_position"])
             self._sync_rollout()
         self._start_vllm(record)
         record.truncate_metrics(start)
@@ -282,7 +285,7 @@ class LocalBackend(PolicyUpdate, Backend):
 
     def _save(self, record: Any, step: int, opt: torch.optim.Optimizer) -> None:
         checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=opt,
-                        data_position=step * self.cfg.sampling.prompts_per_step, fingerprint=self._fingerprint())
+                        data_position=self._position, fingerprint=self._fingerprint())
 
     def _step(self, n: int, examples: list[Any], algo: Any, engine: ReplayEngine, opt: Any, params: list[Any],
               record: Any) -> dict[str, Any]:
@@ -291,7 +294,8 @@ class LocalBackend(PolicyUpdate, Backend):
         cfg, s = self.cfg, self.cfg.sampling
         torch.manual_seed(_step_seed(cfg.seed, n))
         t0 = time.time()
-        batch_examples = self._examples_at(examples, n * s.prompts_per_step, s.prompts_per_step)
+        batch_examples = self._examples_at(examples, self._position, s.prompts_per_step)
+        self._position += s.prompts_per_step
         self.rollout_model.eval()
         request = ReplayRequest(algo.replay_request)
         # P_all / x+ from sampling; given up once a replay shows the task's P_all is not the prompt

@@ -83,7 +83,6 @@ def entropy(logits: Tensor) -> Tensor:
 @dataclass
 class LossTerms:
     loss: Tensor
-    pg_sum: float  # sum of the surrogate terms (before the -1/N)
     clipped: int
     kl_sum: float
     entropy_sum: float
@@ -114,4 +113,4 @@ def surrogate_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, n_
         if entropy_coef:
             loss = loss - entropy_coef * (token_entropy * m).sum() / n
     ratio_max = float(ratio[mask].max().detach()) if bool(mask.any()) else 1.0
-    return LossTerms(loss, float((terms * m).sum().detach()), int((active & mask).sum()), kl_sum, ent_sum, ratio_max)
+    return LossTerms(loss, int((active & mask).sum()), kl_sum, ent_sum, ratio_max)

@@ -56,7 +56,7 @@ class VLLMError(ValueError):
 
 
 def vllm_missing() -> str | None:
-    """Why vLLM rollouts are unavailable here (``None`` when ``import vllm`` works and CUDA is present)."""
+    """Why vLLM rollouts are unavailable in this process (``None`` when ``import vllm`` works and CUDA is present)."""
     reasons = []
     try:
         importlib.import_module("vllm")

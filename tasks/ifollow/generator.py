@@ -1,4 +1,4 @@
-"""The project's own multi-constraint training prompts (HIR-16K cannot be downloaded here).
+"""The built-in multi-constraint prompts: ``ifollow`` trains on these when no HIR-16K data is given.
 
 A prompt is a base request (written for this project, :data:`BASE_REQUESTS`) plus K mutually
 compatible IFEval-type constraints with sampled parameters, rendered by

@@ -33,7 +33,7 @@ from typing import Any
 
 from mrbench_core.seeds import DEV_PROMPTS, HELDOUT_PROMPTS, TRAIN_PROMPTS
 from tasks.base import DataError, Example, Message, ReplayContexts, RewardSpec, Task, Verdict
-from tasks.ifollow.constraints import check, get_constraint
+from tasks.ifollow.constraints import check
 from tasks.ifollow.rows import parse_official, prompt_of
 from tasks.ifollow.template import ConstrainedPrompt, without_all, without_constraint
 from tasks.registry import TASKS
@@ -136,9 +136,6 @@ class InstructionFollowingTask(Task):
                                block=block, spans=list(result.spans),
                                detail={"id": cid, "kwargs": kw, "loose": self.loose}))
         return out
-
-    def render_constraint(self, cid: str, kwargs: dict[str, Any]) -> str:
-        return get_constraint(cid).render(kwargs)
 
     # -- contexts -------------------------------------------------------------------------
     @staticmethod

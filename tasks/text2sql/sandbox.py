@@ -242,14 +242,3 @@ def _row_bytes(row: tuple[Any, ...]) -> int:
         else:
             total += 8
     return total
-
-
-_DEFAULT: Sandbox | None = None
-
-
-def default_sandbox() -> Sandbox:
-    """A process-wide sandbox with default limits."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = Sandbox()
-    return _DEFAULT

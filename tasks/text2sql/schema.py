@@ -3,9 +3,10 @@
 Rendered from the database itself: its ``CREATE TABLE`` statements as stored in
 ``sqlite_master`` (in creation order), each optionally followed by a comment with the first
 ``sample_rows`` rows of the table (values longer than 40 characters are cut). When the database
-file is absent (BIRD dev here, Spider's missing databases), the schema can instead be rendered from
-the benchmark's ``tables.json`` entry, as ``CREATE TABLE`` statements with column types, primary
-and foreign keys, so such questions can still be prompted (never executed).
+file is absent (BIRD dev without its ``dev_databases/``, or a database Spider's files lack), the
+schema can instead be rendered from the benchmark's ``tables.json`` entry, as ``CREATE TABLE``
+statements with column types, primary and foreign keys, so such questions can still be prompted
+(never executed).
 
 Schemas are cached per (database file, sample_rows).
 """

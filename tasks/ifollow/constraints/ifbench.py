@@ -12,7 +12,7 @@ The rules are those of IFBench's ``main`` branch (commit db69a6f, ``ifbench/inst
 quirks included. IFBench's unmerged pull request #34 (word trigrams for ``ratio:overlap`` and five
 other changes) is not followed; ``tests/test_ifbench_differential.py`` pins the difference.
 
-Two types need NLTK data that cannot be downloaded here and use shipped substitutes
+Two types need downloaded NLTK data; so that no download is needed they use shipped substitutes
 (:mod:`ifbench_lexicon`): ``ratio:stop_words`` (NLTK's English stop-word list, written out: same
 verdicts) and ``words:start_verb`` (a verb lexicon instead of NLTK's POS tagger: may differ on
 ambiguous first words). Their descriptions say so.

@@ -58,7 +58,7 @@ def stop_words(response: str, percentage: float) -> bool:
     """100 * (\\w+ tokens whose lower case is an NLTK English stop word) / (\\w+ tokens) <= percentage.
 
     No words at all fails. The stop-word list is shipped in :mod:`ifbench_lexicon` (NLTK's
-    corpus cannot be downloaded here).
+    corpus is a separate download, which the checkers must not need).
     """
     tokens = textutil.WORD_RE.findall(response)
     if not tokens:

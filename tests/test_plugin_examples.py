@@ -1,0 +1,195 @@
+"""The example plugin package of the guides (docs/examples), installed as a real distribution and
+driven through the ``mrbench`` command in a subprocess.
+
+The package is made discoverable without pip: a ``*.dist-info`` folder whose ``entry_points.txt``
+is generated from ``docs/examples/pyproject.toml`` goes into a temporary folder, and that folder
+plus ``docs/examples`` (the code) are put on the subprocess's ``PYTHONPATH``, so the registries
+find the plugins through ``importlib.metadata`` exactly as they would after ``pip install``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "docs" / "examples"
+GUIDES = sorted((ROOT / "docs").glob("adding-*.md"))
+CANNED = ["apple", "river", "The word you asked for is apple."]
+SECTIONS = {"mrbench.tasks": "tasks", "mrbench.algorithms": "algorithms", "mrbench.backends": "backends",
+            "mrbench.evaluators": "evaluators"}
+
+
+def example_project() -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    return tomllib.loads((EXAMPLES / "pyproject.toml").read_text())["project"]
+
+
+def write_dist_info(site: Path, project: dict) -> None:
+    """What pip would install for the example package's metadata: METADATA and entry_points.txt."""
+    name = project["name"].replace("-", "_")
+    info = site / f"{name}-{project['version']}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    groups = [f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items())
+              for group, entries in project["entry-points"].items()]
+    (info / "entry_points.txt").write_text("\n".join(groups))
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    site = tmp_path_factory.mktemp("site")
+    write_dist_info(site, example_project())
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLES), str(site)]))
+
+
+def mrbench(env: dict, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=180)
+
+
+def listed(stdout: str) -> dict[str, set[str]]:
+    """``mrbench list`` output -> section title -> names."""
+    out: dict[str, set[str]] = {}
+    section = ""
+    for line in stdout.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            section = line[:-1]
+            out[section] = set()
+        elif line.strip():
+            out[section].add(line.split()[0])
+    return out
+
+
+def canned_run(out: Path, steps: int = 4) -> list[str]:
+    return ["run", "--task", "example-echo", "--algo", "example-clip", "--backend", "example-canned",
+            "--output.dir", str(out), "--schedule.steps", str(steps), "--sampling.group_size", "4",
+            "--backend.options.example-canned.responses", json.dumps(CANNED)]
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_list_shows_each_plugin_in_its_kind_and_the_derived_composite(env, tmp_path):
+    res = mrbench(env, "list", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    sections = listed(res.stdout)
+    for group, entries in example_project()["entry-points"].items():
+        assert set(entries) <= sections[SECTIONS[group]], (group, sections[SECTIONS[group]])
+    assert "mrtpo+example-clip" in sections["algorithms"]  # the plugin reweighter composes with MRTPO
+
+
+def test_canned_backend_run_writes_a_finished_record(env, tmp_path):
+    from harness.backends.base import REQUIRED_STEP_KEYS
+
+    out = tmp_path / "run"
+    res = mrbench(env, *canned_run(out), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["backend"]["options"] == {"example-canned": {"responses": CANNED}}
+    assert json.loads((out / "provenance.json").read_text())["status"] == "finished"
+    metrics = rows(out / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]
+    for m in metrics:
+        assert set(REQUIRED_STEP_KEYS) <= set(m) and {"reward/echo", "reward/brief"} <= set(m)
+        assert "algo/rescale_scale" in m  # the algorithm's own metrics, from advantages(batch)
+    samples = rows(out / "samples.jsonl")
+    assert samples and {s["response"] for s in samples} <= set(CANNED)
+    bench = json.loads((out / "eval.json").read_text())["benchmarks"]["example-echo-bench"]  # the task's default
+    assert bench["cases"] == 2 and 0.0 <= bench["summary"]["accuracy"] <= 1.0
+    assert not (out / "checkpoint").exists()
+
+
+RESUME_SCRIPT = """
+import sys
+from harness import cli
+from mrbench_plugin_example.backend import CannedBackend
+
+step = CannedBackend._step
+def crash_at_third_step(self, n, examples, record):
+    if n == 2:
+        raise RuntimeError("simulated crash")
+    return step(self, n, examples, record)
+CannedBackend._step = crash_at_third_step
+try:
+    cli.main(sys.argv[1:])
+except RuntimeError:
+    print("crashed")
+"""
+
+
+def test_canned_backend_resumes_a_crashed_run_as_if_uninterrupted(env, tmp_path):
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    assert mrbench(env, *canned_run(whole), cwd=tmp_path).returncode == 0
+    crash = subprocess.run([sys.executable, "-c", RESUME_SCRIPT, *canned_run(resumed)], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=180)
+    assert "crashed" in crash.stdout, crash.stderr
+    assert json.loads((resumed / "provenance.json").read_text())["status"] == "failed"
+    assert [m["step"] for m in rows(resumed / "metrics.jsonl")] == [1, 2]
+    assert mrbench(env, *canned_run(resumed), cwd=tmp_path).returncode == 0
+
+    def comparable(path: Path) -> list[dict]:
+        return [{k: v for k, v in m.items() if not k.startswith("time_")} for m in rows(path / "metrics.jsonl")]
+
+    assert comparable(resumed) == comparable(whole)
+    assert json.loads((resumed / "provenance.json").read_text())["status"] == "finished"
+
+
+def test_preflight_refuses_a_replay_the_canned_backend_cannot_run(env, tmp_path):
+    out = tmp_path / "refused"
+    res = mrbench(env, "run", "--task", "example-echo", "--algo", "mrtpo", "--backend", "example-canned",
+                  "--output.dir", str(out), cwd=tmp_path)
+    assert res.returncode == 2
+    assert "cannot run the leave_one_out replay" in res.stderr
+    assert not out.exists()  # refused before any record was opened
+
+
+def test_local_backend_replays_exactly_the_varying_pairs_of_the_example_task(env, tmp_path):
+    out = tmp_path / "local"
+    res = mrbench(env, "run", "--task", "example-echo", "--algo", "mrtpo+example-clip", "--model", "tiny-random",
+                  "--output.dir", str(out), "--schedule.steps", "1", "--sampling.prompts_per_step", "1",
+                  "--sampling.group_size", "4", "--sampling.max_new_tokens", "12", "--schedule.eval_limit", "2",
+                  "--schedule.eval_max_new_tokens", "8", "--algo.warmup_steps", "0", "--task.options.max_chars", "6",
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads((out / "provenance.json").read_text())["status"] == "finished"
+    (row,) = rows(out / "metrics.jsonl")
+    samples = rows(out / "samples.jsonl")  # the whole group of four (log_samples defaults to 4)
+    assert len(samples) == 4 and row["reward_pairs"] == 8
+    varying = [name for name in ("echo", "brief") if len({s["rewards"][name] for s in samples}) > 1]
+    assert row["replay_pairs"] == 4 * len(varying)  # MRTPO replays only rewards that vary within the group
+    assert "example-echo-bench" in json.loads((out / "eval.json").read_text())["benchmarks"]
+
+
+def test_eval_scores_a_predictions_file_with_the_plugin_evaluator(env, tmp_path):
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"id": "test-0", "response": "Lantern!"}) + "\n"
+                     + json.dumps({"id": "test-1", "response": "a stone"}) + "\n")
+    res = mrbench(env, "eval", "example-echo-bench", "--predictions", str(preds), "--out", str(tmp_path / "ev"),
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
+    assert summary["accuracy"] == 0.5 and summary["cases"] == 2 and summary["predictions_format"] == "jsonl"
+
+
+FILE_MARK = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.S)
+
+
+def test_guides_quote_the_example_files_as_they_are():
+    quoted = {}
+    for guide in GUIDES:
+        for path, body in FILE_MARK.findall(guide.read_text()):
+            assert body == (ROOT / path).read_text(), f"{guide.name} quotes {path} out of date"
+            quoted[path] = guide.name
+    package = {str(p.relative_to(ROOT)) for p in (EXAMPLES / "mrbench_plugin_example").glob("[!_]*.py")}
+    assert GUIDES and package <= set(quoted), sorted(package - set(quoted))
