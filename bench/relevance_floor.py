@@ -35,14 +35,15 @@ from harness.replay import ReplayEngine, ReplayJob
 from harness.replay_builders import leave_one_out
 
 
-def floor_and_signal(backend: LocalBackend, seed: int) -> tuple[float, float, float]:
+def floor_and_signal(backend: LocalBackend, seed: int, head_float32: bool = False) -> tuple[float, float, float]:
     cfg, model = backend.cfg, backend.rollout_model
     examples = backend.task.load(cfg.task.split, cfg.task.data_dir, cfg.sampling.prompts_per_step, seed)
     torch.manual_seed(seed)
     rollouts = rollouts_for(model, backend.tokenizer, examples, cfg.sampling.group_size, backend.eos, cfg.sampling,
                             cfg.sampling.max_prompt_tokens, keep_hidden=True, logits_budget=1 << 40)
     opts = cfg.backend.local
-    engine = ReplayEngine(model, opts.replay_batch_size, opts.replay_chunk_size, True, backend.pad_id)
+    engine = ReplayEngine(model, opts.replay_batch_size, opts.replay_chunk_size, True, backend.pad_id,
+                          head_float32=head_float32)
     jobs = [ReplayJob(tuple(r.prompt_ids), tuple(r.response_ids)) for r in rollouts if r.response_ids]
     batched = engine.run(jobs)
     alone, together = [], []
@@ -51,8 +52,10 @@ def floor_and_signal(backend: LocalBackend, seed: int) -> tuple[float, float, fl
             raise RuntimeError("the sampling logits were not kept (the model exposes no final norm); "
                                "there is no sampling pass to compare the replay with")
         single = engine.run([job])[job]
-        alone.append(engine.js_many(single, [single], r.logits)[0])
-        together.append(engine.js_many(batched[job], [batched[job]], r.logits)[0])
+        # the sampling pass: its kept logits, or (float32 head) its kept hidden states through that head
+        sampled = r.hidden.to(single.dtype) if head_float32 else single
+        alone.append(engine.js_many(sampled, [single], None if head_float32 else r.logits)[0])
+        together.append(engine.js_many(sampled, [batched[job]], None if head_float32 else r.logits)[0])
     for r in rollouts:
         r.verdicts = backend.task.score(r.example, r.text)
     rewards, group_ids, _mask, T = batch_tensors(rollouts)
@@ -69,6 +72,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="auto", help="rollout/replay dtype (auto: bf16 where native)")
     ap.add_argument("--attention", nargs="+", default=["auto", "sdpa"],
                     help="backend.local.rollout_attention values to compare")
+    ap.add_argument("--head", nargs="+", default=["model", "float32"],
+                    help="LM head of the statistics: model (its dtype) or float32 (backend.local.replay_head)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     cfg = RunConfig()
@@ -78,12 +83,14 @@ def main() -> None:
     print(f"model {args.model}, rollout dtype {backend.rollout_dtype}, task {args.task}, "
           f"{cfg.sampling.prompts_per_step} prompts x {cfg.sampling.group_size} responses, threads "
           f"{torch.get_num_threads()}")
-    print("| attention | q, sampling vs replay alone | q, sampling vs replay in batches | mean relevance (all pairs) |")
-    print("|---|---|---|---|")
+    print("| attention | head | q, sampling vs replay alone | q, sampling vs replay in batches | "
+          "mean relevance (all pairs) |")
+    print("|---|---|---|---|---|")
     for choice in args.attention:
         name = use_for_rollout(backend.rollout_model, choice)
-        alone, together, signal = floor_and_signal(backend, args.seed)
-        print(f"| {name} | {alone:.2e} | {together:.2e} | {signal:.4f} |")
+        for head in args.head:
+            alone, together, signal = floor_and_signal(backend, args.seed, head_float32=head == "float32")
+            print(f"| {name} | {head} | {alone:.2e} | {together:.2e} | {signal:.4f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -63,9 +63,9 @@ class ModelConfig:
 
 @dataclass
 class LocalBackendConfig:
-    """Options of the local backend. ``rollout_attention`` ``auto`` gives a separate CPU rollout copy
-    grouped matmuls (harness/attention.py) and leaves a copy shared with training (model.dtype ==
-    model.train_dtype) alone."""
+    """Options of the local backend. ``rollout_attention`` ``auto`` runs sampling and replay with
+    grouped-query matmuls on CPU (harness/attention.py); a copy shared with training (model.dtype ==
+    model.train_dtype) uses them during those phases only."""
 
     generator: str = setting("auto", help="auto (vllm when installed and a GPU is present), transformers, vllm")
     vllm_gpu_memory_utilization: float = setting(0.5, help="share of the GPU the vLLM engine may take")
@@ -79,6 +79,8 @@ class LocalBackendConfig:
                                                   "default (the model's own), or a transformers one (sdpa, eager)")
     threads: int = setting(0, help="CPU intra-op threads; 0 = auto (1 when the CPUs are already busy, "
                                    "else torch's default)")
+    replay_head: str = setting("model", help="LM head of the replay statistics: model (the rollout dtype), "
+                                             "float32, or auto (float32 for a bf16/fp16 rollout)")
 
 
 # built-in backends with a typed section backend.<name> (plugin backends use backend.options.<name>)

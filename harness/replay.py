@@ -137,12 +137,14 @@ class ReplayEngine:
     """Batched, prefix-sharing forward passes of ``model`` (the old policy, in its own dtype)."""
 
     def __init__(self, model: Any, batch_size: int = 8, chunk_size: int = 64, share_prefix: bool = True,
-                 pad_id: int = 0, temperature: float = 1.0):
+                 pad_id: int = 0, temperature: float = 1.0, head_float32: bool = False):
         """``temperature``: the rollout temperature; every distribution the statistics compare (the
         relevance's p and r, CoRT's log-probabilities) is the model's at that temperature, the one
-        the responses were sampled from."""
+        the responses were sampled from. ``head_float32``: see :meth:`_logits`."""
         self.model = model
         self.temperature = float(temperature)
+        self.head_float32 = head_float32
+        self._head32: tuple[Tensor, Tensor | None] | None = None
         self.batch_size = max(1, int(batch_size))
         self.chunk_size = max(1, int(chunk_size))
         self.share_prefix = share_prefix
@@ -264,6 +266,28 @@ class ReplayEngine:
     def _stat_chunk(self, head: Any) -> int:
         return stat_chunk_positions(self.chunk_size, head.weight.shape[0])
 
+    def _logits(self, head: Any, hidden: Tensor, cap: float | None) -> Tensor:
+        """The statistics' logits of hidden states: the LM head in the model's dtype, or with
+        ``head_float32`` a float32 copy of it on the (upcast) hidden states, so that the logits
+        carry no bf16 output rounding (a bf16 logit of 16 is rounded to a step of 1/8)."""
+        if not self.head_float32 or head.weight.dtype == torch.float32:
+            return head_logits(head, hidden, cap, self.temperature)
+        if self._head32 is None or self._head32[0].device != hidden.device:
+            bias = None if head.bias is None else head.bias.detach().float()
+            self._head32 = (head.weight.detach().float(), bias)
+        weight, bias = self._head32
+        return tempered(capped(torch.nn.functional.linear(hidden.float(), weight, bias), cap), self.temperature)
+
+    def _kept_or_head(self, head: Any, hidden: Tensor, logits: Tensor | None, cap: float | None) -> Tensor:
+        """Kept sampling logits when given (and not overridden by ``head_float32``), else the head."""
+        if logits is not None and not self.head_float32:
+            return tempered(capped(logits, cap), self.temperature)
+        return self._logits(head, hidden, cap)
+
+    def refresh(self) -> None:
+        """Forget the float32 head copy (call after the model's weights change)."""
+        self._head32 = None
+
     @torch.inference_mode()
     def js(self, hidden_a: Tensor, hidden_b: Tensor) -> Tensor:
         """q_t = sqrt(JS(p_a,t || p_b,t) / ln 2) for every position, streamed over chunks. [T] float32."""
@@ -271,8 +295,8 @@ class ReplayEngine:
         step = self._stat_chunk(head)
         parts = []
         for s in range(0, hidden_a.shape[0], step):
-            la = head_logits(head, hidden_a[s:s + step], cap, self.temperature)
-            lb = head_logits(head, hidden_b[s:s + step], cap, self.temperature)
+            la = self._logits(head, hidden_a[s:s + step], cap)
+            lb = self._logits(head, hidden_b[s:s + step], cap)
             parts.append(js_distance(la, lb, chunk_size=JS_ROWS))
         return torch.cat(parts) if parts else torch.zeros(0)
 
@@ -286,11 +310,10 @@ class ReplayEngine:
         parts: list[list[Tensor]] = [[] for _ in others]
         for s in range(0, hidden_a.shape[0], step):
             e = s + step
-            la = (tempered(capped(logits_a[s:e], cap), self.temperature) if logits_a is not None
-                  else head_logits(head, hidden_a[s:e], cap, self.temperature))
+            la = self._kept_or_head(head, hidden_a[s:e], None if logits_a is None else logits_a[s:e], cap)
             ref = JSAgainst(la, chunk_size=JS_ROWS)
             for part, hb in zip(parts, others):
-                part.append(ref.distance(head_logits(head, hb[s:e], cap, self.temperature)))
+                part.append(ref.distance(self._logits(head, hb[s:e], cap)))
         return [torch.cat(p) if p else torch.zeros(0) for p in parts]
 
     @torch.inference_mode()
@@ -303,8 +326,7 @@ class ReplayEngine:
         parts = []
         for s in range(0, hidden.shape[0], step):
             e = s + step
-            chunk = (tempered(capped(logits[s:e], cap), self.temperature) if logits is not None
-                     else head_logits(head, hidden[s:e], cap, self.temperature))
+            chunk = self._kept_or_head(head, hidden[s:e], None if logits is None else logits[s:e], cap)
             parts.append(token_logprobs(chunk, ids[s:e]))
         return torch.cat(parts) if parts else torch.zeros(0)
 

@@ -77,3 +77,22 @@ def test_the_backend_uses_the_rollout_temperature_everywhere(tmp_path, monkeypat
     finally:
         rec.unlock()
     assert seen and set(seen) == {1.3} and engines == [1.3]
+
+
+def test_float32_replay_head_on_bf16_hidden_states(tiny):
+    """``head_float32``: the statistics' logits come from a float32 copy of the LM head on the
+    upcast hidden states (no bf16 output rounding), refreshed when the weights change."""
+    import copy
+
+    model = copy.deepcopy(tiny.model).to(torch.bfloat16).eval()
+    _, head, _ = decoder_and_head(model)
+    engine = ReplayEngine(model, head_float32=True)
+    h = torch.randn(5, head.weight.shape[1], dtype=torch.bfloat16)
+    with torch.inference_mode():
+        logits = engine._logits(head, h, None)
+        assert logits.dtype == torch.float32
+        assert torch.allclose(logits, h.float() @ head.weight.float().T, atol=1e-4)
+        assert torch.equal(engine.js(h, h), torch.zeros(5))
+        head.weight.mul_(2)
+        engine.refresh()
+        assert torch.allclose(engine._logits(head, h, None), 2 * logits, atol=1e-3)

@@ -142,8 +142,17 @@ class LocalBackend(PolicyUpdate, Backend):
         """How sampling and replay run: precision, attention implementation, CPU threads, and
         whether the host has native bf16 (a slow run explains itself)."""
         return {"dtype": str(self.rollout_dtype).removeprefix("torch."), "attention": self.rollout_attention_name,
+                "replay_head": "float32" if self.replay_head_float32() else "model",
                 "threads": torch.get_num_threads(), "shared_with_training": self.rollout_model is self.policy,
                 "host_native_bf16": native_bf16()}
+
+    def replay_head_float32(self) -> bool:
+        """``backend.local.replay_head``: the replay statistics' LM head in float32 (``auto``: whenever
+        the rollout runs below float32, where the head's rounded outputs add noise to the relevance)."""
+        choice = self.cfg.backend.local.replay_head
+        if choice not in ("auto", "float32", "model"):
+            raise ValueError(f"backend.local.replay_head: {choice!r}; known: auto, float32, model")
+        return choice == "float32" or (choice == "auto" and self.rollout_dtype != torch.float32)
 
     def _rollout_phase(self) -> Any:
         """The context of sampling and replay: the rollout attention on a copy shared with training."""
@@ -255,7 +264,8 @@ class LocalBackend(PolicyUpdate, Backend):
         record.truncate_metrics(start)
         opts = cfg.backend.local
         engine = ReplayEngine(self.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix,
-                              self.pad_id, temperature=cfg.sampling.temperature)
+                              self.pad_id, temperature=cfg.sampling.temperature,
+                              head_float32=self.replay_head_float32())
         old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         rows: list[dict[str, Any]] = []
         try:
@@ -294,6 +304,7 @@ class LocalBackend(PolicyUpdate, Backend):
         cfg, s = self.cfg, self.cfg.sampling
         torch.manual_seed(_step_seed(cfg.seed, n))
         t0 = time.time()
+        engine.refresh()  # the rollout weights changed at the last update
         batch_examples = self._examples_at(examples, self._position, s.prompts_per_step)
         self._position += s.prompts_per_step
         self.rollout_model.eval()
