@@ -68,9 +68,10 @@ def build_batch(backend: LocalBackend, prompts: int, seed: int, repeats: int):
             torch.manual_seed(seed)
             cost: dict[str, float] = {}
             t0 = time.perf_counter()
-            runs[i] = rollouts_for(backend.rollout_model, backend.tokenizer, examples, cfg.sampling.group_size,
-                                   backend.eos, cfg.sampling, cfg.sampling.max_prompt_tokens, keep_hidden=keep,
-                                   logits_budget=cfg.backend.local.sampling_logits_mb << 20, keep_cost=cost)
+            with backend._rollout_phase():  # the rollout attention, as the backend samples
+                runs[i] = rollouts_for(backend.rollout_model, backend.tokenizer, examples, cfg.sampling.group_size,
+                                       backend.eos, cfg.sampling, cfg.sampling.max_prompt_tokens, keep_hidden=keep,
+                                       logits_budget=cfg.backend.local.sampling_logits_mb << 20, keep_cost=cost)
             times[i] = min(times[i], time.perf_counter() - t0)
             if keep:
                 t_keep = min(t_keep, cost["seconds"])
@@ -130,7 +131,11 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=None, help="prompts in the batch (default: the main job's)")
     ap.add_argument("--group", type=int, default=None)
     ap.add_argument("--max-new-tokens", type=int, default=None)
-    ap.add_argument("--shares", type=float, nargs="+", default=[0.2, 1.0])
+    ap.add_argument("--shares", type=float, nargs="+", default=[0.2, 0.5, 1.0],
+                    help="replayed shares of the (response, reward) pairs: 20%% (the paper's setting), about 50%% "
+                         "(what the main job replays on the generated instruction-following prompts), all")
+    ap.add_argument("--dtype", default="auto", help="rollout/replay dtype (auto: bf16 where the CPU has it natively; "
+                                                    "float32 reproduces a host without native bf16)")
     ap.add_argument("--selection", choices=["blocks", "pairs"], default="blocks",
                     help="replayed pairs as whole (group, reward) blocks, like training, or scattered single pairs")
     ap.add_argument("--repeats", type=int, default=3, help="timings per measurement (the minimum is kept; the "
@@ -141,7 +146,7 @@ def main() -> None:
     args = ap.parse_args()
 
     cfg = RunConfig()
-    cfg.model.name, cfg.task.name = args.model, args.task
+    cfg.model.name, cfg.task.name, cfg.model.dtype = args.model, args.task, args.dtype
     cfg.sampling.prompts_per_step = args.prompts or cfg.sampling.prompts_per_step
     cfg.sampling.group_size = args.group or cfg.sampling.group_size
     cfg.sampling.max_new_tokens = args.max_new_tokens or cfg.sampling.max_new_tokens
@@ -152,14 +157,17 @@ def main() -> None:
         backend, cfg.sampling.prompts_per_step, args.seed, args.repeats)
     pairs = replayable_pairs(backend, rollouts, rewards)
     total_pairs = int((~torch.isnan(rewards)).sum())
+    info = backend.rollout_info()
+    host = "bf16-native" if info["host_native_bf16"] else "without native bf16 (AVX2-class)"
+    print(f"host {host}; rollout {info['dtype']}, attention {info['attention']}, "
+          f"{'shared with' if info['shared_with_training'] else 'separate from'} the training copy")
     print(f"model {args.model} ({backend.rollout_dtype} rollout/replay, {backend.train_dtype} update), "
           f"task {args.task}, {len(rollouts)} responses, mean length {mask.sum(1).float().mean():.1f} tokens, "
           f"{total_pairs} (response, reward) pairs, {len(pairs)} replayable; threads {torch.get_num_threads()}")
     print(f"generation {t_gen_g:.2f} s for GDPO, {t_gen_m:.2f} s for MRTPO (sampling pass kept: hidden states"
           f"{', logits' if rollouts[0].logits is not None else ''}; keeping them took {t_keep:.3f} s inside the "
           f"sampler, leaving {t_gen_m - t_gen_g - t_keep:+.2f} s of the difference to timing noise or to costs "
-          f"outside the hooks); scoring {t_score:.3f} s (both steps); attention "
-          f"{backend.rollout_model.config._attn_implementation}")
+          f"outside the hooks); scoring {t_score:.3f} s (both steps); attention {info['attention']}")
 
     state = copy.deepcopy(backend.policy.state_dict())
     opt = torch.optim.AdamW([p for p in backend.policy.parameters() if p.requires_grad], lr=cfg.optim.lr)
@@ -171,7 +179,8 @@ def main() -> None:
 
     gen = torch.Generator().manual_seed(args.seed)
     opts = cfg.backend.local
-    engine = ReplayEngine(backend.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, True, backend.pad_id)
+    engine = ReplayEngine(backend.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, True, backend.pad_id,
+                          head_float32=backend.replay_head_float32())
     updates: list[float] = []  # every update timing, both algorithms (the same computation)
     results = []
     for share in args.shares:
@@ -184,7 +193,8 @@ def main() -> None:
         engine.forward_tokens = 0
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            res = leave_one_out(engine, backend.task, backend.tokenizer, rollouts, rewards, group_ids, T, chosen)
+            with backend._rollout_phase():
+                res = leave_one_out(engine, backend.task, backend.tokenizer, rollouts, rewards, group_ids, T, chosen)
             t_rep = min(t_rep, time.perf_counter() - t0)
         batch = RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=mask, relevance=res.relevance, step=0)
         t0 = time.perf_counter()
@@ -230,6 +240,8 @@ def main() -> None:
               f"{t_gen:.2f}, update {t_upd:.2f}), MRTPO step {mrtpo_step:.2f} s (+ keeping the sampling pass "
               f"{t_keep:.2f}, replay {t_rep:.2f} = {t_rep / mrtpo_step:.1%} of the step, advantages {t_adv:.3f}), "
               f"ratio {ratios[-1]:.3f}")
+    print(f"host {host}, rollout {info['dtype']}: ratio at {args.shares[0]:.0%} {ratios[0]:.3f}"
+          + "".join(f", at {s:.0%} {r:.3f}" for s, r in zip(args.shares[1:], ratios[1:])))
     print(f"ratio {ratios[0]:.3f}")
 
 
