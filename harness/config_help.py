@@ -116,17 +116,23 @@ def algorithm_fields_help(name: str) -> str:
         algo = get_algorithm(name)
     except (LookupError, ValueError) as exc:  # unknown name (lists the known ones) or no default config
         return f"algorithm {name!r}: parameters not listed: {exc}"
-    config_cls = type(algo.config)
-    hints = typing.get_type_hints(config_cls)
-    docs = [FieldDoc(f"algo.{f.name}", type_name(hints[f.name]), getattr(algo.config, f.name), "")
-            for f in dataclasses.fields(config_cls)]
+    configs = [algo.config]
+    aggregator = getattr(algo, "aggregator", None)  # a composite (mrtpo+saw) also takes its aggregator's keys
+    if aggregator is not None and {f.name for f in dataclasses.fields(aggregator.config)} <= set(algo.config_dict()):
+        configs.append(aggregator.config)
+    docs = []
+    for config in configs:
+        hints = typing.get_type_hints(type(config))
+        docs += [FieldDoc(f"algo.{f.name}", type_name(hints[f.name]), getattr(config, f.name), "")
+                 for f in dataclasses.fields(config)]
     lines = [f"algorithm {name} parameters (--algo.KEY VALUE; checked when the run starts):"]
     lines += _rows(docs) if docs else ["  (none)"]
     described = []
-    for cls in reversed(config_cls.__mro__):
-        doc = inspect.getdoc(cls) if dataclasses.is_dataclass(cls) else None
-        if doc and doc not in described:
-            described.append(doc)
+    for config in configs:
+        for cls in reversed(type(config).__mro__):
+            doc = inspect.getdoc(cls) if dataclasses.is_dataclass(cls) else None
+            if doc and doc not in described:
+                described.append(doc)
     for doc in described:
         lines += textwrap.wrap(" ".join(doc.split()), width=100, initial_indent="  ", subsequent_indent="  ")
     return "\n".join(lines)

@@ -52,6 +52,13 @@ def length_batches(items: Sequence[Any], length: Any, size: int) -> list[list[An
     return batches
 
 
+# Sizes, by what they count. Sequences: ``batch_size`` (sequences per replay forward pass,
+# ``backend.local.replay_batch_size``) and ``replay_builders.WAVE_BATCHES`` (batches per wave of
+# groups). Positions: ``chunk_size`` (positions per LM-head / statistics chunk,
+# ``backend.local.replay_chunk_size``), capped so that a [positions, V] block holds at most
+# STAT_CHUNK_ELEMENTS elements, and JS_ROWS (positions per Jensen-Shannon evaluation inside a
+# chunk). ``algorithms.relevance.CHUNK_ELEMENTS`` is the standalone streaming functions' own cap.
+
 #: rows per Jensen-Shannon evaluation inside a chunk: few enough that a [rows, V] float32 block
 #: stays in the CPU cache (results are row-wise, so the value does not change them)
 JS_ROWS = 16
@@ -136,7 +143,7 @@ def common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
 class ReplayEngine:
     """Batched, prefix-sharing forward passes of ``model`` (the old policy, in its own dtype)."""
 
-    def __init__(self, model: Any, batch_size: int = 8, chunk_size: int = 64, share_prefix: bool = True,
+    def __init__(self, model: Any, batch_size: int = 8, chunk_size: int = 128, share_prefix: bool = True,
                  pad_id: int = 0, temperature: float = 1.0, head_float32: bool = False):
         """``temperature``: the rollout temperature; every distribution the statistics compare (the
         relevance's p and r, CoRT's log-probabilities) is the model's at that temperature, the one

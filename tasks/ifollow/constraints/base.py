@@ -47,7 +47,7 @@ class ConstraintType:
     needs_prompt: bool = False
 
 
-CONSTRAINTS = Registry("constraint type")
+CONSTRAINTS = Registry("constraint type", "mrbench.constraints")
 
 
 def register(ctype: ConstraintType) -> ConstraintType:
