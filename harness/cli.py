@@ -8,6 +8,7 @@
     mrbench eval NAME (--predictions FILE [--format F] | --model M) --out DIR [--data-dir DIR] [--categories C ...]
     mrbench eval NAME NAME ... --model M --out DIR   (several benchmarks, with cross-benchmark averages)
     mrbench leaderboard [--root results] [--out FILE.md]
+    mrbench report --root DIR --out DIR [--baseline gdpo] [--threshold X] [--min-seeds 3]
 """
 
 from __future__ import annotations
@@ -169,6 +170,16 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report.command import ReportOptions, write_report
+
+    written = write_report(ReportOptions(root=args.root, out=args.out, baseline=args.baseline,
+                                         threshold=args.threshold, min_seeds=args.min_seeds))
+    for path in written:
+        print(path)
+    return 0
+
+
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="YAML recipe file or shipped recipe name (e.g. toolcall-paper)")
     parser.add_argument("--task", help="sets task.name")
@@ -253,6 +264,18 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     lb = sub.add_parser("leaderboard", help="aggregate run records across seeds")
     lb.add_argument("--root", default="results")
     lb.add_argument("--out", help="also write the table (Markdown) here")
+
+    rp = sub.add_parser("report", help="tables with intervals, learning curves and steps-to-threshold from records",
+                        description=_wrapped("Aggregate the finished records under --root across seeds and write "
+                                             "leaderboard.md/.csv/.json, the learning-curve figures and "
+                                             "report.html to --out."))
+    rp.add_argument("--root", default="results", help="where the records are (searched recursively)")
+    rp.add_argument("--out", required=True, help="output directory")
+    rp.add_argument("--baseline", default="gdpo", help="algorithm the others are compared with (default gdpo)")
+    rp.add_argument("--threshold", type=float, help="steps-to-threshold target for every reward family "
+                    "(default: the baseline's final value)")
+    rp.add_argument("--min-seeds", type=int, default=3, help="fewer paired seeds than this: 'too few seeds "
+                    "to tell' (default 3)")
     return parser
 
 
@@ -276,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_eval(args)
         if args.command == "leaderboard":
             return cmd_leaderboard(args)
+        if args.command == "report":
+            return cmd_report(args)
     except (UnknownNameError, RegistryError) as exc:
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -283,6 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
     except (DataError, ValueError) as exc:  # bad data or a bad option value: the message says which
+        print(f"mrbench {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:  # an optional dependency a command needs (matplotlib)
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
     return 1
