@@ -69,7 +69,7 @@ def test_a_writer_that_locked_a_removed_lock_file_does_not_share_the_record(tmp_
     def racing_flock(fd, op):
         if not holder and op & fcntl.LOCK_EX:  # between B's open and B's flock: A leaves, C arrives
             lock_path.unlink()
-            holder.append(open(lock_path, "a+"))
+            holder.append(open(lock_path, "a+"))  # noqa: SIM115  (closed at the end of the test)
             real_flock(holder[0].fileno(), fcntl.LOCK_EX)
         return real_flock(fd, op)
 
