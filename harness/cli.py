@@ -8,6 +8,7 @@
     mrbench eval NAME (--predictions FILE [--format F] | --model M) --out DIR [--data-dir DIR] [--categories C ...]
     mrbench eval NAME NAME ... --model M --out DIR   (several benchmarks, with cross-benchmark averages)
     mrbench leaderboard [--root results] [--out FILE.md]
+    mrbench sweep GRID.yaml [--executor inline|local|ray] [--jobs N] [--address A] [--dry-run | --status]
     mrbench report --root DIR --out DIR [--baseline gdpo] [--threshold X] [--min-seeds 3]
 """
 
@@ -170,6 +171,14 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from harness.sweep.command import SweepOptions
+    from harness.sweep.command import cmd_sweep as run_sweep
+
+    return run_sweep(SweepOptions(grid=args.grid, executor=args.executor, jobs=args.jobs, address=args.address,
+                                  retries=args.retries, only=args.only, dry_run=args.dry_run, status=args.status))
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report.command import ReportOptions, write_report
 
@@ -265,6 +274,24 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     lb.add_argument("--root", default="results")
     lb.add_argument("--out", help="also write the table (Markdown) here")
 
+    sw = sub.add_parser("sweep", help="run a grid of cells (tasks x algorithms x models x seeds ...)",
+                        description=_wrapped("Expand a grid file into cells, each with its own record directory, "
+                                             "and run those not finished yet (interrupted ones resume). "
+                                             "See docs/sweeps-and-reports.md for the grid file."))
+    sw.add_argument("grid", help="the grid file (YAML)")
+    sw.add_argument("--executor", choices=("inline", "local", "ray"), default="local",
+                    help="inline: in this process; local: --jobs subprocesses; ray: Ray tasks (default: local)")
+    sw.add_argument("--jobs", "-j", type=int, help="local: parallel cells, sharing the cores (default 1); "
+                    "ray: most cells in flight (default: as Ray's resources allow)")
+    sw.add_argument("--address", help="ray: the cluster to join (default: start a local Ray instance)")
+    sw.add_argument("--retries", type=int, default=0, help="rerun a failed cell up to this many times")
+    sw.add_argument("--only", nargs="+", metavar="GLOB", help="only the cells whose record path below the "
+                    "root matches, e.g. 'ifollow/mrtpo/*'")
+    mode = sw.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="list the cells and their record directories")
+    mode.add_argument("--status", action="store_true", help="show each cell's state: pending, running, "
+                      "failed, finished")
+
     rp = sub.add_parser("report", help="tables with intervals, learning curves and steps-to-threshold from records",
                         description=_wrapped("Aggregate the finished records under --root across seeds and write "
                                              "leaderboard.md/.csv/.json, the learning-curve figures and "
@@ -299,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_eval(args)
         if args.command == "leaderboard":
             return cmd_leaderboard(args)
+        if args.command == "sweep":
+            return cmd_sweep(args)
         if args.command == "report":
             return cmd_report(args)
     except (UnknownNameError, RegistryError) as exc:
@@ -310,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DataError, ValueError) as exc:  # bad data or a bad option value: the message says which
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
-    except ImportError as exc:  # an optional dependency a command needs (matplotlib)
+    except ImportError as exc:  # an optional dependency a command needs (ray, matplotlib)
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
     return 1
