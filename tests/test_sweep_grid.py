@@ -12,7 +12,7 @@ from sweep_fixtures import write_grid
 from harness import cli
 from harness.records import RunRecord
 from harness.sweep.executors import LocalExecutor, with_threads
-from harness.sweep.grid import GridError, expand, load_grid
+from harness.sweep.grid import GridError, check_cells, expand, load_grid
 from harness.sweep.ray_executor import cell_resources
 from harness.sweep.status import FAILED, FINISHED, PENDING, RUNNING, cell_state
 
@@ -131,3 +131,19 @@ def test_local_slots_share_the_cores_and_ray_resources_follow_the_cell(tmp_path,
     monkeypatch.setattr(LocalBackend, "reserved_gpus", classmethod(lambda cls, cfg: 2))
     res = cell_resources(cells[0], cluster_gpus=4)
     assert (res.cpus, res.gpus, res.reserved_gpus) == (1, 0, 2)  # its own placement groups hold the GPUs
+
+
+def test_the_shipped_reference_grid_is_valid_and_sized_as_promised():
+    path = Path(__file__).resolve().parents[1] / "grids" / "ifollow-smollm2.yaml"
+    spec = load_grid(path)
+    cells = expand(spec)
+    check_cells(spec, cells)  # pre-flight: names, parameters, task/algorithm/backend fit
+    by_algo: dict[str, set[int]] = {}
+    for cell in cells:
+        by_algo.setdefault(cell.cfg.algo.name, set()).add(cell.cfg.seed)
+        cfg = cell.cfg
+        assert cfg.task.name == "ifollow" and cfg.model.name == "smollm2-135m"
+        assert cfg.schedule.steps >= 16 and cfg.schedule.eval_limit >= 32
+        assert cfg.algo.params.get("warmup_steps", 0) < cfg.schedule.steps
+        assert not Path(cfg.output.dir).is_absolute()  # records carry no machine path
+    assert set(by_algo) >= {"grpo", "gdpo", "mrtpo"} and all(len(s) >= 3 for s in by_algo.values())
