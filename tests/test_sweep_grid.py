@@ -147,3 +147,11 @@ def test_the_shipped_reference_grid_is_valid_and_sized_as_promised():
         assert cfg.algo.params.get("warmup_steps", 0) < cfg.schedule.steps
         assert not Path(cfg.output.dir).is_absolute()  # records carry no machine path
     assert set(by_algo) >= {"grpo", "gdpo", "mrtpo"} and all(len(s) >= 3 for s in by_algo.values())
+
+
+def test_a_rule_may_match_what_an_earlier_rule_set(tmp_path):
+    path = write_grid(tmp_path, axes={"algo.name": ["gdpo", "mrtpo"]}, extra={"when": [
+        {"match": {"algo.name": "mrtpo"}, "set": {"algo.beta": 0.25}},
+        {"match": {"algo.beta": 0.25}, "set": {"algo.warmup_steps": 3}}]})
+    gdpo, mrtpo = expand(load_grid(path))
+    assert gdpo.cfg.algo.params == {} and mrtpo.cfg.algo.params == {"beta": 0.25, "warmup_steps": 3}

@@ -60,12 +60,13 @@ def test_a_killed_local_sweep_reruns_only_the_unfinished_cells(tmp_path):
     grid = write_grid(tmp_path, name="killed")
     cells = expand(load_grid(grid))
     first = cells[0].record_dir
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "sweep", str(grid), "--executor", "local",
-                             "--jobs", "1"], cwd=REPO, env=child_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    log = tmp_path / "sweep.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "sweep", str(grid), "--executor", "local",
+                                 "--jobs", "1"], cwd=REPO, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
     try:
         assert wait_for(lambda: status_of(first) == "finished" or proc.poll() is not None, timeout=180)
-        assert proc.poll() is None, "the sweep ended before it could be killed"
+        assert proc.poll() is None, f"the sweep ended before it could be killed:\n{log.read_text()[-3000:]}"
         proc.send_signal(signal.SIGKILL)  # no clean-up in the sweep; its running cell gets SIGTERM from the OS
         proc.wait(timeout=30)
     finally:

@@ -177,14 +177,19 @@ def load_grid(path: str | Path) -> GridSpec:
 
 
 def _check_keys(spec: GridSpec) -> None:
-    """``when``/``exclude`` keys must be axes or set keys (a typo would silently match nothing)."""
+    """``when``/``exclude`` keys must be axes or set keys, or (for ``when``) set by an earlier rule:
+    a typo would silently match nothing."""
     known = set(spec.axes) | set(spec.set)
-    for what, matchers in [("when", [r.match for r in spec.when]), ("exclude", spec.exclude)]:
-        for i, match in enumerate(matchers):
-            for key in match:
-                if key not in known:
-                    raise GridError(f"{spec.path}: {what}[{i}]: {key!r} is neither an axis nor a 'set' key "
-                                    f"(axes: {', '.join(spec.axes) or 'none'})")
+    checks = [("exclude", i, m, known) for i, m in enumerate(spec.exclude)]
+    seen = set(known)
+    for i, rule in enumerate(spec.when):
+        checks.append(("when", i, rule.match, set(seen)))
+        seen |= set(rule.set)
+    for what, i, match, allowed in checks:
+        for key in match:
+            if key not in allowed:
+                raise GridError(f"{spec.path}: {what}[{i}]: {key!r} is neither an axis nor a 'set' key "
+                                f"(axes: {', '.join(spec.axes) or 'none'})")
 
 
 # ---------------------------------------------------------------------------------------------

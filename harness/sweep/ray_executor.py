@@ -78,7 +78,10 @@ class RayExecutor:
         ray = import_ray()
         started_here = not ray.is_initialized()
         if started_here:
-            ray.init(address=self.address, include_dashboard=False)
+            if self.address:  # a cluster (or Ray Client) address is joined as it is
+                ray.init(address=self.address)
+            else:  # a new local instance (or RAY_ADDRESS's cluster); no dashboard needed
+                ray.init(include_dashboard=False)
         try:
             self._run(ray, cells, events)
         finally:
