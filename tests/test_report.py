@@ -153,3 +153,11 @@ def test_report_html_renders_tables_and_figures_in_a_browser(report, tmp_path):
 
     colors = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 20)
     assert colors is not None and len(colors) > 50  # text, tables and curves, not a blank page
+
+
+def test_a_missing_baseline_is_said_plainly(report, tmp_path, capsys):
+    out = tmp_path / "nobase"
+    assert cli.main(["report", "--root", str(report.parent / "records"), "--out", str(out), "--baseline", "opsd"]) == 0
+    assert "no 'opsd' rows to compare with" in capsys.readouterr().err
+    md = (out / "leaderboard.md").read_text()
+    assert "no baseline row on this model" in md and "no target" in md and "higher" not in md

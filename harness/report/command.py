@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,11 @@ def write_report(opts: ReportOptions) -> list[Path]:
     """Write leaderboard.md/.csv/.json, curves-<task>.png/.svg and report.html; returns their paths."""
     out = Path(opts.out)
     reports, runs, problems = build_reports(opts)
+    for rep in reports:
+        algos = sorted({row.algo for table in rep.tables for row in table.rows})
+        if opts.baseline not in algos:
+            print(f"mrbench report: task {rep.task}: no {opts.baseline!r} rows to compare with (--baseline); "
+                  f"its algorithms: {', '.join(algos)}", file=sys.stderr)
     written: list[Path] = []
     for rep in reports:
         rep.figures = draw_curves(rep, out)

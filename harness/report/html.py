@@ -59,7 +59,7 @@ def to_html(reports: list[TaskReport], out_dir: Path, root: str, runs: int, prob
             parts += _table(["algorithm", "model", "seeds", *table.columns], body, "results")
             parts.append(f"<h4>Difference from {escape(baseline)}</h4>")
             body = [([(row.label, False), (row.model, False)]
-                     + [(vs_text(row.cells.get(c), row.is_baseline), False) for c in table.columns], row.is_baseline)
+                     + [(vs_text(row.cells.get(c), row), False) for c in table.columns], row.is_baseline)
                     for row in table.rows]
             parts += _table(["algorithm", "model", *table.columns], body, "versus")
         th = rep.thresholds

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from harness.report.stats import Comparison, Summary
-from harness.report.tables import StatCell, TaskReport
+from harness.report.tables import Row, StatCell, TaskReport
 
 CSV_FIELDS = ("task", "table", "row", "algorithm", "model", "seeds", "column", "n", "mean", "std", "ci_low",
               "ci_high", "best", "baseline", "diff", "diff_ci_low", "diff_ci_high", "p_t", "p_perm", "verdict",
@@ -41,10 +41,12 @@ def compare_text(c: Comparison | None) -> str:
     return f"{num(c.diff, True)}{interval}, {c.verdict}"
 
 
-def vs_text(cell: StatCell | None, is_baseline: bool) -> str:
+def vs_text(cell: StatCell | None, row: Row) -> str:
     if cell is None:
         return ""
-    return "baseline" if is_baseline else compare_text(cell.vs)
+    if row.is_baseline:
+        return "baseline"
+    return compare_text(cell.vs) if row.baseline_label is not None else "no baseline row on this model"
 
 
 def method_note(baseline: str, min_seeds: int) -> str:
@@ -79,7 +81,7 @@ def markdown(reports: list[TaskReport], root: str, runs: int, problems: list[str
                       "|" + "---|" * (2 + len(table.columns))]
             for row in table.rows:
                 lines.append(_md_row([row.label, row.model,
-                                      *(vs_text(row.cells.get(c), row.is_baseline) for c in table.columns)]))
+                                      *(vs_text(row.cells.get(c), row) for c in table.columns)]))
         th = rep.thresholds
         if th.families:
             lines += ["", "### Steps to threshold", "",
