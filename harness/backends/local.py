@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import signal
 import time
 from typing import Any
@@ -46,8 +45,8 @@ from harness.backends.step_metrics import run_summary, sample_rows, step_row
 from harness.backends.update import PolicyUpdate
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
-from harness.records import config_fingerprint
 from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
+from harness.records import config_fingerprint
 from harness.replay import ReplayEngine
 from harness.replay_builders import ReplayResult, replay_for
 from harness.system import choose_threads, native_bf16
