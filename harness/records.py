@@ -174,7 +174,7 @@ class RunRecord:
     def lock(self) -> None:
         lock_path = self.path / ".lock"
         while True:
-            fh = open(lock_path, "a+")
+            fh = open(lock_path, "a+")  # noqa: SIM115  (kept open while the lock is held)
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
