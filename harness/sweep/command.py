@@ -82,8 +82,9 @@ class Progress:
         if state == FINISHED:
             self.bar.update(1)
         else:
-            self.bar.write(f"mrbench sweep: {cell.id}: {state} (exit code {exit_code}; log: "
-                           f"{cell.record_dir / 'cell.log'})")
+            log = cell.record_dir / "cell.log"
+            where = f"; log: {log}" if log.exists() else ""
+            self.bar.write(f"mrbench sweep: {cell.id}: {state} (exit code {exit_code}{where})")
         return state
 
     def close(self) -> None:

@@ -89,7 +89,7 @@ class SweepLog:
         self.path = Path(root) / "sweep.json"
         old = self._read()
         self.data: dict[str, Any] = {"name": name, "grid": str(grid), "executor": executor, "updated": now_iso(),
-                                     "cells": {}}
+                                     "cells": dict(old)}  # cells left out by --only keep their entries
         for cell in cells:
             prev = old.get(cell.id, {})
             self.data["cells"][cell.id] = {"record_dir": str(cell.record_dir), "values": cell.values,
