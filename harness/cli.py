@@ -8,6 +8,8 @@
     mrbench eval NAME (--predictions FILE [--format F] | --model M) --out DIR [--data-dir DIR] [--categories C ...]
     mrbench eval NAME NAME ... --model M --out DIR   (several benchmarks, with cross-benchmark averages)
     mrbench leaderboard [--root results] [--out FILE.md]
+    mrbench sweep GRID.yaml [--executor inline|local|ray] [--jobs N] [--address A] [--dry-run | --status]
+    mrbench report --root DIR --out DIR [--baseline gdpo] [--threshold X] [--min-seeds 3]
 """
 
 from __future__ import annotations
@@ -169,6 +171,24 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from harness.sweep.command import SweepOptions
+    from harness.sweep.command import cmd_sweep as run_sweep
+
+    return run_sweep(SweepOptions(grid=args.grid, executor=args.executor, jobs=args.jobs, address=args.address,
+                                  retries=args.retries, only=args.only, dry_run=args.dry_run, status=args.status))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report.command import ReportOptions, write_report
+
+    written = write_report(ReportOptions(root=args.root, out=args.out, baseline=args.baseline,
+                                         threshold=args.threshold, min_seeds=args.min_seeds))
+    for path in written:
+        print(path)
+    return 0
+
+
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="YAML recipe file or shipped recipe name (e.g. toolcall-paper)")
     parser.add_argument("--task", help="sets task.name")
@@ -253,6 +273,36 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     lb = sub.add_parser("leaderboard", help="aggregate run records across seeds")
     lb.add_argument("--root", default="results")
     lb.add_argument("--out", help="also write the table (Markdown) here")
+
+    sw = sub.add_parser("sweep", help="run a grid of cells (tasks x algorithms x models x seeds ...)",
+                        description=_wrapped("Expand a grid file into cells, each with its own record directory, "
+                                             "and run those not finished yet (interrupted ones resume). "
+                                             "See docs/sweeps-and-reports.md for the grid file."))
+    sw.add_argument("grid", help="the grid file (YAML)")
+    sw.add_argument("--executor", choices=("inline", "local", "ray"), default="local",
+                    help="inline: in this process; local: --jobs subprocesses; ray: Ray tasks (default: local)")
+    sw.add_argument("--jobs", "-j", type=int, help="local: parallel cells, sharing the cores (default 1); "
+                    "ray: most cells in flight (default: as Ray's resources allow)")
+    sw.add_argument("--address", help="ray: the cluster to join (default: start a local Ray instance)")
+    sw.add_argument("--retries", type=int, default=0, help="rerun a failed cell up to this many times")
+    sw.add_argument("--only", nargs="+", metavar="GLOB", help="only the cells whose record path below the "
+                    "root matches, e.g. 'ifollow/mrtpo/*'")
+    mode = sw.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="list the cells and their record directories")
+    mode.add_argument("--status", action="store_true", help="show each cell's state: pending, running, "
+                      "failed, finished")
+
+    rp = sub.add_parser("report", help="tables with intervals, learning curves and steps-to-threshold from records",
+                        description=_wrapped("Aggregate the finished records under --root across seeds and write "
+                                             "leaderboard.md/.csv/.json, the learning-curve figures and "
+                                             "report.html to --out."))
+    rp.add_argument("--root", default="results", help="where the records are (searched recursively)")
+    rp.add_argument("--out", required=True, help="output directory")
+    rp.add_argument("--baseline", default="gdpo", help="algorithm the others are compared with (default gdpo)")
+    rp.add_argument("--threshold", type=float, help="steps-to-threshold target for every reward family "
+                    "(default: the baseline's final value)")
+    rp.add_argument("--min-seeds", type=int, default=3, help="fewer paired seeds than this: 'too few seeds "
+                    "to tell' (default 3)")
     return parser
 
 
@@ -276,6 +326,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_eval(args)
         if args.command == "leaderboard":
             return cmd_leaderboard(args)
+        if args.command == "sweep":
+            return cmd_sweep(args)
+        if args.command == "report":
+            return cmd_report(args)
     except (UnknownNameError, RegistryError) as exc:
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -283,6 +337,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
     except (DataError, ValueError) as exc:  # bad data or a bad option value: the message says which
+        print(f"mrbench {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:  # an optional dependency a command needs (ray, matplotlib)
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
     return 1

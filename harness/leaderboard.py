@@ -4,6 +4,10 @@ Cells are grouped by (task, algorithm, model); every seed's record contributes. 
 headline figure — each benchmark's summary numbers in ``eval.json`` and the last training step's
 reward means in ``metrics.jsonl`` — the table shows ``mean ± sample std`` over the seeds and the
 number of seeds. Unfinished or corrupt records are listed below the table with the reason.
+
+``mrbench report`` (:mod:`harness.report`) gives the full picture from the same records: one table
+per task with bootstrap intervals and seed-paired comparisons against a baseline, learning curves
+and steps to threshold, as Markdown, CSV, JSON and a self-contained HTML page.
 """
 
 from __future__ import annotations

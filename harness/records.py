@@ -9,7 +9,9 @@ Layout: ``results/<task>/<algorithm>/<model-slug>/seed<N>/`` holding
 - ``samples.jsonl``    a few sampled responses per step with their rewards
 - ``eval.json``        end-of-run benchmark results
 - ``checkpoint/``      resumable training state (removed or kept per config; not part of the record proper)
-- ``.lock``            held by the writing process: two runs never write the same directory
+- ``.lock``            exists while a process writes the record, which holds it (``flock``): two runs never
+                       write the same directory; removed when the writer lets go, so a finished record
+                       keeps none (a killed writer leaves one behind, unheld: :func:`lock_held` tells)
 
 Every file is written atomically (a temporary file in the same directory, then ``os.replace``),
 so a reader sees either the old or the new content. JSONL files are rewritten whole on append
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import fcntl
+import hashlib
 import json
 import os
 import platform
@@ -90,6 +93,45 @@ def library_versions() -> dict[str, str | None]:
     return out
 
 
+#: config fields that say how a run executes, not what it computes: resuming a record with other
+#: values is allowed (a sweep gives each parallel job its share of the cores)
+EXECUTION_FIELDS = (("backend", "local", "threads"),)
+
+
+def config_identity(config: dict[str, Any]) -> dict[str, Any]:
+    """A config dict (``RunConfig.to_dict()`` or ``config.json``) without :data:`EXECUTION_FIELDS`."""
+    out = json.loads(json.dumps(config))
+    for path in EXECUTION_FIELDS:
+        node = out
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return out
+
+
+def config_fingerprint(cfg: RunConfig) -> str:
+    """A short hash of what a run computes (its config without :data:`EXECUTION_FIELDS`), which a
+    checkpoint carries so that a resume under another configuration is refused."""
+    text = json.dumps(config_identity(cfg.to_dict()), indent=2, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def lock_held(path: Path) -> bool:
+    """Whether a live process holds the lock of the record at ``path`` (a shared, non-blocking probe)."""
+    try:
+        fd = os.open(Path(path) / ".lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the probe's own lock
+    return False
+
+
 def record_dir_for(cfg: RunConfig) -> Path:
     if cfg.output.dir:
         return Path(cfg.output.dir)
@@ -110,7 +152,8 @@ class RunRecord:
         """Open (creating or resuming) the record for ``cfg`` and take its lock.
 
         A directory holding a record of a *different* config raises: pass another
-        ``--output.dir`` or remove it. The same config resumes.
+        ``--output.dir`` or remove it. The same config resumes (:data:`EXECUTION_FIELDS` may differ;
+        ``config.json`` keeps the first run's values).
         """
         rec = cls(record_dir_for(cfg))
         rec.path.mkdir(parents=True, exist_ok=True)
@@ -118,7 +161,7 @@ class RunRecord:
         config_path = rec.path / "config.json"
         if config_path.exists():
             old = read_json(config_path)
-            if old != json.loads(cfg.to_json()):
+            if config_identity(old) != config_identity(json.loads(cfg.to_json())):
                 rec.unlock()
                 raise RecordError(
                     f"{rec.path}: holds a record of a different configuration; choose another "
@@ -129,12 +172,21 @@ class RunRecord:
         return rec
 
     def lock(self) -> None:
-        fh = open(self.path / ".lock", "a+")
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.close()
-            raise RecordError(f"{self.path}: another run is writing this record (lock held)") from None
+        lock_path = self.path / ".lock"
+        while True:
+            fh = open(lock_path, "a+")  # noqa: SIM115  (kept open while the lock is held)
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.close()
+                raise RecordError(f"{self.path}: another run is writing this record (lock held)") from None
+            try:
+                same = os.fstat(fh.fileno()).st_ino == os.stat(lock_path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            fh.close()  # the previous writer removed the file we opened: lock the new one instead
         fh.seek(0)
         fh.truncate()
         fh.write(f"{os.getpid()}\n")
@@ -142,7 +194,12 @@ class RunRecord:
         self._lock_fh = fh
 
     def unlock(self) -> None:
+        """Let go of the record: remove the lock file while still holding it, then release it."""
         if self._lock_fh is not None:
+            try:
+                os.unlink(self.path / ".lock")
+            except FileNotFoundError:
+                pass
             fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
             self._lock_fh.close()
             self._lock_fh = None

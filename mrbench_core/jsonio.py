@@ -3,7 +3,9 @@
 :func:`iter_jsonl` is the one JSON-lines reader: blank lines are skipped, and a line that is not
 JSON (or, with ``objects=True``, not a JSON object) raises :class:`DataError` naming the file and
 its 1-based line number. Writes go to a temporary file in the same directory and then replace the
-target, so a reader sees either the old or the new content, never half of it.
+target, so a reader sees either the old or the new content, never half of it. Written files get
+the ordinary permissions of a new file under the process's umask (``0o666 & ~umask``, e.g. 0644),
+not the owner-only mode of a temporary file, so that records can be shared.
 """
 
 from __future__ import annotations
@@ -41,6 +43,21 @@ def read_jsonl(path: str | Path, *, objects: bool = True) -> list[Any]:
     return [row for _, row in iter_jsonl(path, objects=objects)]
 
 
+def current_umask() -> int:
+    """The process's umask: from /proc where Linux shows it (no change to the process), else by
+    setting it and setting it back."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,6 +66,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
+            os.fchmod(fh.fileno(), 0o666 & ~current_umask())  # mkstemp creates files owner-only (0600)
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:

