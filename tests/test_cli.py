@@ -3,10 +3,10 @@ import subprocess
 import sys
 
 import pytest
+from fake_plugins import ShoutEvaluator, ShoutTask
 
 from evals import runner as eval_runner
 from harness import cli, scoring
-from tests.fake_plugins import ShoutEvaluator, ShoutTask
 
 
 def test_score_command_writes_rewards_blocks_and_details(tmp_path, monkeypatch, capsys):

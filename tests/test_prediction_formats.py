@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from fake_plugins import ShoutEvaluator, ShoutTask
 
 from evals import runner as eval_runner
 from evals.base import EvalCase
@@ -18,7 +19,6 @@ from evals.prediction_match import (
 )
 from harness import cli, scoring
 from tasks.base import DataError
-from tests.fake_plugins import ShoutEvaluator, ShoutTask
 
 SQL_CASES = [EvalCase(f"spider-dev-{i}", [], "", {"row": i, "db_id": db}) for i, db in enumerate(["a", "a", "b"])]
 PROMPT_CASES = [EvalCase("1000", [], "", {"prompt": "Write a poem."}),
