@@ -35,15 +35,16 @@ from harness.replay import ReplayEngine, ReplayJob
 from harness.replay_builders import leave_one_out
 
 
-def floor_and_signal(backend: LocalBackend, seed: int, head_float32: bool = False) -> tuple[float, float, float]:
+def floor_and_signal(backend: LocalBackend, seed: int, head_float32: bool = False,
+                     share_prefix: bool = True, exact: bool = False) -> tuple[float, float, float]:
     cfg, model = backend.cfg, backend.rollout_model
     examples = backend.task.load(cfg.task.split, cfg.task.data_dir, cfg.sampling.prompts_per_step, seed)
     torch.manual_seed(seed)
     rollouts = rollouts_for(model, backend.tokenizer, examples, cfg.sampling.group_size, backend.eos, cfg.sampling,
                             cfg.sampling.max_prompt_tokens, keep_hidden=True, logits_budget=1 << 40)
     opts = cfg.backend.local
-    engine = ReplayEngine(model, opts.replay_batch_size, opts.replay_chunk_size, True, backend.pad_id,
-                          head_float32=head_float32)
+    engine = ReplayEngine(model, opts.replay_batch_size, opts.replay_chunk_size, share_prefix, backend.pad_id,
+                          head_float32=head_float32, exact_batches=exact)
     jobs = [ReplayJob(tuple(r.prompt_ids), tuple(r.response_ids)) for r in rollouts if r.response_ids]
     batched = engine.run(jobs)
     alone, together = [], []
@@ -74,6 +75,9 @@ def main() -> None:
                     help="backend.local.rollout_attention values to compare")
     ap.add_argument("--head", nargs="+", default=["model", "float32"],
                     help="LM head of the statistics: model (its dtype) or float32 (backend.local.replay_head)")
+    ap.add_argument("--share-prefix", nargs="+", default=["on", "exact", "off"],
+                    help="replay batching to compare: prefix sharing on (contexts of any length in a batch), "
+                         "exact (sharing, one context length per batch: backend.local.replay_batching), off")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     cfg = RunConfig()
@@ -83,14 +87,16 @@ def main() -> None:
     print(f"model {args.model}, rollout dtype {backend.rollout_dtype}, task {args.task}, "
           f"{cfg.sampling.prompts_per_step} prompts x {cfg.sampling.group_size} responses, threads "
           f"{torch.get_num_threads()}")
-    print("| attention | head | q, sampling vs replay alone | q, sampling vs replay in batches | "
+    print("| attention | head | prefix sharing | q, sampling vs replay alone | q, sampling vs replay in batches | "
           "mean relevance (all pairs) |")
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for choice in args.attention:
         name = use_for_rollout(backend.rollout_model, choice)
         for head in args.head:
-            alone, together, signal = floor_and_signal(backend, args.seed, head_float32=head == "float32")
-            print(f"| {name} | {head} | {alone:.2e} | {together:.2e} | {signal:.4f} |", flush=True)
+            for share in args.share_prefix:
+                alone, together, signal = floor_and_signal(backend, args.seed, head_float32=head == "float32",
+                                                           share_prefix=share != "off", exact=share == "exact")
+                print(f"| {name} | {head} | {share} | {alone:.2e} | {together:.2e} | {signal:.4f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -180,7 +180,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(args.seed)
     opts = cfg.backend.local
     engine = ReplayEngine(backend.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, True, backend.pad_id,
-                          head_float32=backend.replay_head_float32())
+                          head_float32=backend.replay_head_float32(), exact_batches=backend.exact_replay_batches())
     updates: list[float] = []  # every update timing, both algorithms (the same computation)
     results = []
     for share in args.shares:

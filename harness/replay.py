@@ -144,13 +144,16 @@ class ReplayEngine:
     """Batched, prefix-sharing forward passes of ``model`` (the old policy, in its own dtype)."""
 
     def __init__(self, model: Any, batch_size: int = 8, chunk_size: int = 128, share_prefix: bool = True,
-                 pad_id: int = 0, temperature: float = 1.0, head_float32: bool = False):
+                 pad_id: int = 0, temperature: float = 1.0, head_float32: bool = False,
+                 exact_batches: bool = False):
         """``temperature``: the rollout temperature; every distribution the statistics compare (the
         relevance's p and r, CoRT's log-probabilities) is the model's at that temperature, the one
-        the responses were sampled from. ``head_float32``: see :meth:`_logits`."""
+        the responses were sampled from. ``head_float32``: see :meth:`_logits`; ``exact_batches``:
+        see :meth:`_context_chunks`."""
         self.model = model
         self.temperature = float(temperature)
         self.head_float32 = head_float32
+        self.exact_batches = exact_batches
         self._head32: tuple[Tensor, Tensor | None] | None = None
         self.batch_size = max(1, int(batch_size))
         self.chunk_size = max(1, int(chunk_size))
@@ -194,13 +197,28 @@ class ReplayEngine:
             return out
         prefix_cache = self._encode_prefix(decoder, contexts[0][:prefix_len])
         contexts.sort(key=len)  # similar lengths share a batch (less padding)
-        for start in range(0, len(contexts), self.batch_size):
-            chunk = contexts[start:start + self.batch_size]
+        for chunk in self._context_chunks(contexts):
             cache, seen = self._encode_contexts(decoder, prefix_cache, prefix_len, chunk)
             rows = [(i, job) for i, ctx in enumerate(chunk) for job in by_context[ctx]]
             for batch in length_batches(rows, lambda row: len(row[1].response), self.batch_size):
                 self._job_rows(decoder, cache, seen, batch, out)
         return out
+
+    def _context_chunks(self, contexts: Sequence[tuple[int, ...]]) -> list[list[tuple[int, ...]]]:
+        """Batches of at most ``batch_size`` contexts (sorted by length). With ``exact_batches`` only
+        contexts of one length share a batch: then no padding sits between the shared prefix and a
+        context's own keys, and every key keeps the index it has in a pass over that context alone,
+        so the low-precision sums run in the same order and the replay reproduces the sampling pass
+        bit for bit (padding in the middle shifts the keys and changes bf16 rounding)."""
+        if not self.exact_batches:
+            return [list(contexts[i:i + self.batch_size]) for i in range(0, len(contexts), self.batch_size)]
+        chunks: list[list[tuple[int, ...]]] = []
+        for ctx in contexts:
+            if chunks and len(chunks[-1][0]) == len(ctx) and len(chunks[-1]) < self.batch_size:
+                chunks[-1].append(ctx)
+            else:
+                chunks.append([ctx])
+        return chunks
 
     def _encode_contexts(self, decoder: Any, prefix_cache: Any, prefix_len: int,
                          contexts: Sequence[tuple[int, ...]]) -> tuple[Any, Tensor]:

@@ -265,3 +265,22 @@ def test_sampling_hidden_states_stand_in_for_p_all(tiny, keep_logits):
 ])
 def test_statistics_chunk_is_capped_by_vocabulary(chunk, vocab, expected):
     assert stat_chunk_positions(chunk, vocab) == expected
+
+
+def test_exact_batches_reproduce_each_context_replayed_alone_in_bf16(tiny):
+    """With contexts of one length per batch, no padding sits between the shared prefix and a
+    context's keys, and the bf16 replay of a batch equals each context's replay alone bit for bit
+    (the sampling pass's path). On SmolLM2-135M padded batches differ from it by q of about 1e-2
+    (bench/relevance_floor.py); the tiny model is too small to show that."""
+    import copy
+
+    from harness.attention import use_for_rollout
+
+    model = copy.deepcopy(tiny.model).to(torch.bfloat16).eval()
+    use_for_rollout(model, "grouped_matmul")  # the CPU rollout attention
+    ctxs, resps = _contexts(tiny.tokenizer), _responses((9, 14))
+    jobs = [ReplayJob(c, r) for c in ctxs for r in resps]
+    assert len({len(c) for c in ctxs}) > 1  # contexts of several lengths, so padded batches pad
+    batched = ReplayEngine(model, batch_size=8, exact_batches=True).run(jobs)
+    alone = {j: ReplayEngine(model, batch_size=1).run([j])[j] for j in jobs}
+    assert all(torch.equal(batched[j], alone[j]) for j in jobs)

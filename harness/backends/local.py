@@ -143,6 +143,7 @@ class LocalBackend(PolicyUpdate, Backend):
         whether the host has native bf16 (a slow run explains itself)."""
         return {"dtype": str(self.rollout_dtype).removeprefix("torch."), "attention": self.rollout_attention_name,
                 "replay_head": "float32" if self.replay_head_float32() else "model",
+                "replay_batching": self.cfg.backend.local.replay_batching,
                 "threads": torch.get_num_threads(), "shared_with_training": self.rollout_model is self.policy,
                 "host_native_bf16": native_bf16()}
 
@@ -153,6 +154,13 @@ class LocalBackend(PolicyUpdate, Backend):
         if choice not in ("auto", "float32", "model"):
             raise ValueError(f"backend.local.replay_head: {choice!r}; known: auto, float32, model")
         return choice == "float32" or (choice == "auto" and self.rollout_dtype != torch.float32)
+
+    def exact_replay_batches(self) -> bool:
+        """``backend.local.replay_batching``: exact (the default) or padded."""
+        choice = self.cfg.backend.local.replay_batching
+        if choice not in ("exact", "padded"):
+            raise ValueError(f"backend.local.replay_batching: {choice!r}; known: exact, padded")
+        return choice == "exact"
 
     def _rollout_phase(self) -> Any:
         """The context of sampling and replay: the rollout attention on a copy shared with training."""
@@ -265,7 +273,7 @@ class LocalBackend(PolicyUpdate, Backend):
         opts = cfg.backend.local
         engine = ReplayEngine(self.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix,
                               self.pad_id, temperature=cfg.sampling.temperature,
-                              head_float32=self.replay_head_float32())
+                              head_float32=self.replay_head_float32(), exact_batches=self.exact_replay_batches())
         old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         rows: list[dict[str, Any]] = []
         try:
