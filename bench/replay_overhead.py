@@ -134,6 +134,8 @@ def main() -> None:
     ap.add_argument("--shares", type=float, nargs="+", default=[0.2, 0.5, 1.0],
                     help="replayed shares of the (response, reward) pairs: 20%% (the paper's setting), about 50%% "
                          "(what the main job replays on the generated instruction-following prompts), all")
+    ap.add_argument("--replay-batching", default="exact", choices=["exact", "padded"],
+                    help="backend.local.replay_batching")
     ap.add_argument("--dtype", default="auto", help="rollout/replay dtype (auto: bf16 where the CPU has it natively; "
                                                     "float32 reproduces a host without native bf16)")
     ap.add_argument("--selection", choices=["blocks", "pairs"], default="blocks",
@@ -147,6 +149,7 @@ def main() -> None:
 
     cfg = RunConfig()
     cfg.model.name, cfg.task.name, cfg.model.dtype = args.model, args.task, args.dtype
+    cfg.backend.local.replay_batching = args.replay_batching
     cfg.sampling.prompts_per_step = args.prompts or cfg.sampling.prompts_per_step
     cfg.sampling.group_size = args.group or cfg.sampling.group_size
     cfg.sampling.max_new_tokens = args.max_new_tokens or cfg.sampling.max_new_tokens
@@ -159,7 +162,8 @@ def main() -> None:
     total_pairs = int((~torch.isnan(rewards)).sum())
     info = backend.rollout_info()
     host = "bf16-native" if info["host_native_bf16"] else "without native bf16 (AVX2-class)"
-    print(f"host {host}; rollout {info['dtype']}, attention {info['attention']}, "
+    print(f"host {host}; rollout {info['dtype']}, attention {info['attention']}, replay batching "
+          f"{info['replay_batching']}, "
           f"{'shared with' if info['shared_with_training'] else 'separate from'} the training copy")
     print(f"model {args.model} ({backend.rollout_dtype} rollout/replay, {backend.train_dtype} update), "
           f"task {args.task}, {len(rollouts)} responses, mean length {mask.sum(1).float().mean():.1f} tokens, "
