@@ -231,21 +231,21 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
 
     sub.add_parser("list", help="registered tasks, algorithms, backends and evaluators")
 
-    run = sub.add_parser("run", help="train and evaluate one task x algorithm x model x seed cell",
-                         description=_wrapped("Train and evaluate one cell. Any config field below can be set "
-                                              "with --FIELD VALUE, e.g. --algo.beta 0.25 --sampling.group_size 4; "
-                                              "mrbench config show prints the resolved config."),
-                         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_config_arguments(run)
+    def config_command(parent: Any, name: str, help_text: str, description: str) -> argparse.ArgumentParser:
+        """A command that takes a run config (--config, shortcuts, dotted overrides), listed in --help."""
+        cmd = parent.add_parser(name, help=help_text, description=_wrapped(description), epilog=epilog,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+        _add_config_arguments(cmd)
+        return cmd
 
+    config_command(sub, "run", "train and evaluate one task x algorithm x model x seed cell",
+                   "Train and evaluate one cell. Any config field below can be set with --FIELD VALUE, e.g. "
+                   "--algo.beta 0.25 --sampling.group_size 4; mrbench config show prints the resolved config.")
     config = sub.add_parser("config", help="inspect run configs")
     config_sub = config.add_subparsers(dest="config_command", required=True)
-    show = config_sub.add_parser("show", help="print the resolved run config as YAML (what config.json records)",
-                                 description=_wrapped("Print the run config that mrbench run would use, resolved "
-                                                      "from the defaults, --config and the overrides, as YAML: the "
-                                                      "content of the record's config.json, and a valid recipe."),
-                                 epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_config_arguments(show)
+    config_command(config_sub, "show", "print the resolved run config as YAML (what config.json records)",
+                   "Print the run config that mrbench run would use, resolved from the defaults, --config and the "
+                   "overrides, as YAML: the content of the record's config.json, and a valid recipe.")
 
     score = sub.add_parser("score", help="score responses in a JSONL file with a task's verifiers")
     score.add_argument("task")

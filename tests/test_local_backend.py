@@ -18,13 +18,7 @@ STEP_KEYS = {"step", "reward_mean", "format_rate", "response_length", "replay_sh
              "time_generate", "time_score", "time_replay", "time_update", "adv_abs_mean"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny matrices: one intra-op thread is far faster than several on a shared, busy CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _train(cfg, task=None):

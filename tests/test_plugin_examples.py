@@ -182,7 +182,7 @@ def test_eval_scores_a_predictions_file_with_the_plugin_evaluator(env, tmp_path)
     assert summary["accuracy"] == 0.5 and summary["cases"] == 2 and summary["predictions_format"] == "jsonl"
 
 
-FILE_MARK = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.S)
+FILE_MARK = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.DOTALL)
 
 
 def test_guides_quote_the_example_files_as_they_are():

@@ -4,7 +4,6 @@ provenance) instead of silently training as GDPO; ``require_relevance`` makes it
 from __future__ import annotations
 
 import pytest
-import torch
 from toy_task import ToyTask, tiny_config
 
 from harness.backends.local import LocalBackend
@@ -22,12 +21,7 @@ class BlocklessToy(ToyTask):
         return verdicts
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _train(cfg, task):

@@ -38,13 +38,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny matrices: one intra-op thread is far faster than several on a shared, busy CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _args(out_dir: Path) -> list[str]:
@@ -137,7 +131,6 @@ def test_sigterm_checkpoints_then_rerun_resumes_and_finished_run_is_not_rerun(tm
     assert proc.returncode != 0
     done = [m["step"] for m in _metrics(out)]
     assert 1 <= len(done) < STEPS
-    import torch
 
     state = torch.load(out / "checkpoint" / "state.pt", weights_only=False)
     assert state["step"] == done[-1]  # the interrupted step was checkpointed before exiting

@@ -10,20 +10,13 @@ import subprocess
 import sys
 
 import pytest
-import torch
 from sweep_fixtures import REPO, cell_dirs, child_env, snapshot, status_of, wait_for, write_grid
 
 from harness import cli
 from harness.records import lock_held
 from harness.sweep.grid import expand, load_grid
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_inline_sweep_runs_every_cell_and_a_rerun_skips_them(tmp_path, capsys):
