@@ -109,7 +109,9 @@ def make_shards(request: str, task: str, task_options: dict[str, Any], settings:
 _TASKS: dict[str, Any] = {}
 
 
-def _task(name: str, options: dict[str, Any]) -> Any:
+def cached_task(name: str, options: dict[str, Any]) -> Any:
+    """The task ``name`` with ``options``, built once per process (rollout workers and actors score
+    and replay many batches with it)."""
     import json
 
     from tasks.registry import make_task
@@ -133,7 +135,7 @@ def run_shard(shard: ReplayShard, model: Any, tokenizer: Any, pad_id: int) -> Sh
     s = shard.settings
     engine = ReplayEngine(model, s.batch_size, s.chunk_size, s.share_prefix, pad_id, temperature=s.temperature)
     with torch.no_grad():
-        rep = replay_for(shard.request, engine, _task(shard.task, shard.task_options), tokenizer, shard.rollouts,
+        rep = replay_for(shard.request, engine, cached_task(shard.task, shard.task_options), tokenizer, shard.rollouts,
                          shard.rewards, shard.group_ids, shard.T)
     return ShardResult(rows=list(shard.rows), relevance=rep.relevance, joint_relevance=rep.joint_relevance,
                        logprob_delta=rep.logprob_delta, pairs_replayed=rep.pairs_replayed,
