@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import runpy
 import sys
 from importlib import metadata
@@ -35,7 +36,7 @@ def orl():
     """OpenRLHF's modules and mrbench's hooks, imported against the stubs."""
     with stubbed_openrlhf():
         import openrlhf.cli  # noqa: F401
-        import openrlhf.utils as utils
+        from openrlhf import utils
         from openrlhf.trainer import ppo_trainer
         from openrlhf.trainer.ppo_utils import experience, experience_maker, samples_generator
         from openrlhf.trainer.ray import launcher, ppo_actor
@@ -311,3 +312,80 @@ def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, a
         assert maker.last.rep.pairs_replayed > 0
     else:
         assert calls == []
+
+
+# -- the trainer: the record's rows, resuming, stopping ---------------------------------------------------
+
+LOCAL_STEP_KEYS = {"step", "reward_mean", "format_rate", "response_length", "truncated_rate", "replay_pairs",
+                   "reward_pairs", "replay_share", "replay_sequences", "adv_abs_mean", "adv_nonzero_tokens", "loss",
+                   "kl", "clip_fraction", "entropy", "grad_norm", "ratio_max", "time_generate", "time_score",
+                   "time_replay", "time_update", "time_step"}
+
+
+def _trainer(orl, cfg, tmp_path, maker, saved_states):
+    from harness.backends.relevance_guard import RelevanceGuard
+    from harness.records import RunRecord
+
+    t = orl.trainer.MRPPOTrainerImpl.__new__(orl.trainer.MRPPOTrainerImpl)
+    t.cell = CellSpec(config=cfg.to_dict(), record_dir=str(tmp_path))
+    t.mr_cfg, t.experience_maker, t.record = cfg, maker, RunRecord(tmp_path)
+    t.guard = RelevanceGuard(maker.algorithm, maker.task, t.record)
+    ns = SimpleNamespace
+    t.args = ns(logger=ns(logging_steps=1), ckpt=ns(save_steps=float("inf"), path=str(tmp_path), load_enable=True))
+    t.wandb_logger = t.tensorboard_logger = t.critic_model_group = None
+    t.best_eval_metric_key, t.best_eval_metric_value, t._latest_eval_metric_value = "", float("-inf"), None
+    calls = []
+
+    def run_method(method_name, **kwargs):
+        calls.append((method_name, kwargs))
+        return [saved_states] if method_name == "get_checkpoint_states" else []
+
+    t.actor_model_group = SimpleNamespace(async_run_method=run_method)
+    return t, calls
+
+
+def test_trainer_writes_the_local_rows_resumes_and_stops_after_a_checkpoint(orl, tmp_path):
+    from harness.backends.openrlhf.cell import CellPaths
+    from harness.backends.openrlhf.launch import request_stop, stopped_after
+    from tasks.registry import make_task
+
+    register()
+    cfg = tiny_config(str(tmp_path), algo="gdpo")
+    loaded = load_model("tiny-random", dtype="float32")
+    tok = loaded.tokenizer
+    examples = make_task(cfg.task.name).load()[:2]
+    responses = [([65 + i, 66, tok.eos_token_id], False) for i in range(4)] + [([67] * 12, True)] * 4
+    samples = _rollout_samples(orl, cfg, examples, responses, tok, [tok.eos_token_id])
+    cell = CellSpec(config=cfg.to_dict(), record_dir=str(tmp_path))
+    strategy = SimpleNamespace(args=_args(cfg, actors=1, micro=4))
+    maker = orl.maker.MRExperienceMaker(_policy_actors(orl, loaded.model, tok, 1, []), None, None, None,
+                                        SimpleNamespace(value=0.0), strategy, tok, cell=cell)
+    (tmp_path / "_actor").mkdir()
+    trainer, calls = _trainer(orl, cfg, tmp_path, maker, {"global_step": 1})
+    status = {"policy_loss": 0.5, "kl": 0.01, "ppo_clip_ratio": 0.25, "actor_grad_norm": 2.0,
+              "timing/generation": 3.0, "timing/make_experience": 1.0, "timing/ppo_train": 2.0,
+              "timing/broadcast": 0.5, "timing/step_total": 6.5}
+    for step in (1, 2):
+        maker.make_experience_batch(samples)
+        trainer.save_logs_and_checkpoints(step, dict(status), {"global_step": step})
+    rows = trainer.record.metrics()
+    assert [r["step"] for r in rows] == [1, 2] and LOCAL_STEP_KEYS <= set(rows[0])
+    assert rows[0]["loss"] == 0.5 and rows[0]["clip_fraction"] == 0.25 and rows[0]["time_update"] == 2.5
+    assert rows[0]["time_step"] == 6.5 and rows[0]["reward_mean"] == pytest.approx(_rewards_mean(samples))
+    assert not calls  # no periodic checkpoint (save_steps is infinite)
+    assert trainer.init_checkpoint_states()["global_step"] == 1
+    assert [r["step"] for r in trainer.record.metrics()] == [1]  # resumed after step 1: step 2 is redone
+    paths = CellPaths(tmp_path)
+    request_stop(paths, "SIGTERM")
+    maker.make_experience_batch(samples)
+    with pytest.raises(orl.trainer.TrainingStopped):
+        trainer.save_logs_and_checkpoints(2, dict(status), {"global_step": 2})
+    assert calls[-1][0] == "save_checkpoint" and calls[-1][1]["tag"] == "global_step2"
+    assert stopped_after(paths) == 2 and trainer.args.ckpt.save_steps == float("inf")
+
+
+def _rewards_mean(samples):
+    from harness.backends.openrlhf.labels import decode_label
+
+    values = [v for s in samples for v in decode_label(s.labels[0]).rewards() if not math.isnan(v)]
+    return sum(values) / len(values)
