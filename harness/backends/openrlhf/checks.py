@@ -78,9 +78,6 @@ def refusal(cfg: Any, algorithm: Any) -> str | None:
     if per_update % (o.micro_batch_size * top.data_parallel):
         return (f"each update's {per_update} samples must split into micro-batches of optim.micro_batch_size="
                 f"{o.micro_batch_size} on each of the {top.data_parallel} data-parallel policy actor(s)")
-    if samples // o.micro_batch_size < top.data_parallel:
-        return (f"a step's {samples} samples in micro-batches of {o.micro_batch_size} leave some of the "
-                f"{top.data_parallel} policy actors without work; lower optim.micro_batch_size or use fewer GPUs")
     if opts.colocate and not opts.async_rollouts and top.actors != top.engines * top.engine_tp:
         return (f"backend.openrlhf.colocate puts one vLLM GPU on each policy actor's GPU: {top.actors} actor GPU(s) "
                 f"but {top.engines} engine(s) x {top.engine_tp} GPU(s); set vllm_engines to "
