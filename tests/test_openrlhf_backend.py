@@ -53,6 +53,7 @@ def _cfg(*overrides):
     ([("backend.openrlhf.gpus_per_node", "2"), ("backend.openrlhf.vllm_engines", "1")], "set vllm_engines to 2"),
     ([("backend.openrlhf.nodes", "2")], "needs a running Ray cluster"),
     ([("backend.openrlhf.extra_args", "[--train.seed, '3', --vllm.enforce_eager]")], "sets --train.seed"),
+    ([("backend.openrlhf.extra_args", "[--reward.overlong_buffer_len, '64']")], "OpenRLHF's scalar reward"),
 ])
 def test_preflight_refusals_give_the_reason(overrides, message):
     cfg = _cfg(*overrides)
@@ -107,6 +108,7 @@ def test_dry_run_of_a_ray_job_submits_with_the_runtime_env(tmp_path, capsys):
     command = capsys.readouterr().out.split("OpenRLHF command line:\n", 1)[1].splitlines()[0].strip()
     assert command.startswith("ray job submit --address http://head:8265 --runtime-env-json")
     assert '"working_dir"' in command and "MRBENCH_CELL" in command
+    assert "--train.agent_func_path harness/backends/openrlhf/agent.py" in command  # relative to the job's copy
 
 
 def test_dry_run_still_refuses_what_cannot_run(tmp_path, capsys):

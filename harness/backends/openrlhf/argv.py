@@ -61,14 +61,21 @@ def _num(value: float) -> str:
     return repr(float(value)) if isinstance(value, float) else str(value)
 
 
+def submits_job(cfg: Any) -> bool:
+    """Whether the run goes to a Ray cluster as a job (``backend.openrlhf.address`` is a dashboard URL)."""
+    return (cfg.backend.openrlhf.address or "").startswith(("http://", "https://"))
+
+
 def openrlhf_argv(cfg: Any, paths: CellPaths, model_source: str) -> list[str]:
-    """The flags for ``openrlhf.cli.train_ppo_ray`` (see the module docstring)."""
+    """The flags for ``openrlhf.cli.train_ppo_ray`` (see the module docstring). A Ray job runs in
+    a copy of this repository (its working directory), so the agent file is named relative to it."""
     s, o, m, opts = cfg.sampling, cfg.optim, cfg.model, cfg.backend.openrlhf
     top = topology(opts)
     rows = cfg.schedule.steps * s.prompts_per_step
+    agent = AGENT_FILE.relative_to(REPO_ROOT) if submits_job(cfg) else AGENT_FILE
     argv = [
         "--actor.model_name_or_path", model_source,
-        "--train.agent_func_path", str(AGENT_FILE),
+        "--train.agent_func_path", str(agent),
         "--data.prompt_dataset", str(paths.prompts), "--data.input_key", "input", "--data.label_key", "label",
         "--data.max_samples", str(rows), "--train.num_episodes", "1", "--train.max_epochs", "1",
         "--rollout.batch_size", str(s.prompts_per_step), "--rollout.n_samples_per_prompt", str(s.group_size),
@@ -136,9 +143,21 @@ OWNED_FLAGS = frozenset({
 })
 
 
+#: OpenRLHF options that act on its scalar reward only: mrbench's advantages never read that scalar
+SCALAR_REWARD_FLAGS = frozenset({"--algo.dynamic_filtering_enable", "--algo.dynamic_filtering_range",
+                                 "--reward.overlong_buffer_len", "--reward.overlong_penalty_factor",
+                                 "--reward.stop_properly_penalty_coef", "--reward.normalize_enable",
+                                 "--reward.clip_range", "--algo.advantage.is_correction_level"})
+
+
 def owned_extra_flags(extra: list[str]) -> list[str]:
     """The flags of ``extra_args`` that the backend sets itself."""
     return [tok.split("=", 1)[0] for tok in extra if tok.split("=", 1)[0] in OWNED_FLAGS]
+
+
+def scalar_reward_flags(extra: list[str]) -> list[str]:
+    """The flags of ``extra_args`` that would shape OpenRLHF's scalar reward, which mrbench does not use."""
+    return [tok.split("=", 1)[0] for tok in extra if tok.split("=", 1)[0] in SCALAR_REWARD_FLAGS]
 
 
 def runtime_env(paths: CellPaths, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -154,7 +173,7 @@ def launch_command(cfg: Any, paths: CellPaths, argv: list[str], env: dict[str, s
     ``backend.openrlhf.address`` is a Ray dashboard URL."""
     address = cfg.backend.openrlhf.address or ""
     run = [sys.executable, "-m", ENTRYPOINT, *argv]
-    if address.startswith(("http://", "https://")):
+    if submits_job(cfg):
         job_env = {"working_dir": str(REPO_ROOT), "excludes": ["results", ".venv", ".git"], **runtime_env(paths, env)}
         return ["ray", "job", "submit", "--address", address, "--runtime-env-json",
                 json.dumps(job_env, sort_keys=True), "--", "python", "-m", ENTRYPOINT, *argv]

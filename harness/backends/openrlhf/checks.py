@@ -12,7 +12,9 @@ Refused, with the reason (pre-flight, :func:`refusal`):
 - greedy sampling (temperature 0): OpenRLHF divides the logits by the temperature;
 - batch shapes OpenRLHF cannot split: a step's samples over ``mini_batches``, an update over
   micro-batches on every data-parallel actor, colocated actors and engines of different counts;
-- ``extra_args`` that set a flag the backend writes itself.
+- ``extra_args`` that set a flag the backend writes itself, or one that shapes OpenRLHF's scalar
+  reward (dynamic filtering, length penalties, reward normalisation or clipping) or its
+  importance-sampling correction: mrbench's advantages come from the K rewards.
 
 Needed to train (:func:`missing`): the ``openrlhf``, ``ray``, ``vllm`` and ``deepspeed`` packages
 (only ``ray`` when the run is submitted as a Ray job) and, unless the run joins a Ray cluster,
@@ -26,7 +28,13 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from harness.backends.openrlhf.argv import owned_extra_flags, topology, train_batch_size
+from harness.backends.openrlhf.argv import (
+    owned_extra_flags,
+    scalar_reward_flags,
+    submits_job,
+    topology,
+    train_batch_size,
+)
 from harness.models import TINY_PREFIX
 from mrbench_core.replay_kinds import ReplayRequest
 
@@ -86,6 +94,11 @@ def refusal(cfg: Any, algorithm: Any) -> str | None:
     if owned:
         return (f"backend.openrlhf.extra_args sets {', '.join(owned)}, which the backend writes from the run "
                 f"config (mrbench run --help names the field)")
+    scalar = scalar_reward_flags(opts.extra_args)
+    if scalar:
+        return (f"backend.openrlhf.extra_args sets {', '.join(scalar)}, which shapes, filters or corrects "
+                f"OpenRLHF's scalar reward or log-probabilities; mrbench's algorithm computes the advantages "
+                f"from the K rewards, so it would have no effect or a wrong one")
     return None
 
 
@@ -99,8 +112,8 @@ def _absent(name: str) -> bool:
 def missing(cfg: Any) -> str | None:
     """What this machine lacks to train (see the module docstring), with how to install it."""
     address = cfg.backend.openrlhf.address or ""
-    submits_job = address.startswith(("http://", "https://"))  # the job runs on the cluster: only `ray` here
-    lacking = [name for name in (("ray",) if submits_job else REQUIRED_PACKAGES) if _absent(name)]
+    # a Ray job runs on the cluster: only the `ray` client is needed here
+    lacking = [name for name in (("ray",) if submits_job(cfg) else REQUIRED_PACKAGES) if _absent(name)]
     parts = []
     if lacking:
         parts.append(f"missing Python package(s) {', '.join(lacking)}: {INSTALL_HINT}")
