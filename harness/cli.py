@@ -1,7 +1,7 @@
 """The ``mrbench`` command.
 
     mrbench list                                   registered tasks, algorithms, backends, evaluators
-    mrbench run [--config RECIPE] [--task T] [--algo A] [--model M] [--seed N] [--x.y VALUE ...]
+    mrbench run [--config RECIPE] [--task T] [--algo A] [--model M] [--seed N] [--x.y VALUE ...] [--dry-run]
     mrbench run --help [--algo A]                  every config field (and algorithm A's parameters)
     mrbench config show [--config RECIPE] [overrides ...]   the resolved config as YAML (= config.json)
     mrbench score TASK --data FILE.jsonl --out FILE.jsonl [--data-dir DIR]
@@ -104,10 +104,12 @@ def _resolve_config(args: argparse.Namespace, extra: Sequence[str], command: str
 
 
 def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
-    from harness.runner import run
+    from harness.runner import dry_run, run
 
     cfg = _resolve_config(args, extra, "run")
-    return 2 if cfg is None else run(cfg)
+    if cfg is None:
+        return 2
+    return dry_run(cfg) if args.dry_run else run(cfg)
 
 
 def cmd_config_show(args: argparse.Namespace, extra: Sequence[str]) -> int:
@@ -238,9 +240,12 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
         _add_config_arguments(cmd)
         return cmd
 
-    config_command(sub, "run", "train and evaluate one task x algorithm x model x seed cell",
-                   "Train and evaluate one cell. Any config field below can be set with --FIELD VALUE, e.g. "
-                   "--algo.beta 0.25 --sampling.group_size 4; mrbench config show prints the resolved config.")
+    run = config_command(sub, "run", "train and evaluate one task x algorithm x model x seed cell",
+                         "Train and evaluate one cell. Any config field below can be set with --FIELD VALUE, e.g. "
+                         "--algo.beta 0.25 --sampling.group_size 4; mrbench config show prints the resolved config.")
+    run.add_argument("--dry-run", action="store_true",
+                     help="check the run and print what the backend would launch (for openrlhf: the OpenRLHF "
+                          "command line and the placement of actors and engines), without training")
     config = sub.add_parser("config", help="inspect run configs")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_command(config_sub, "show", "print the resolved run config as YAML (what config.json records)",

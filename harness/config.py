@@ -9,8 +9,9 @@ Every field carries its one-line description (``setting(..., help=...)``), which
 ``mrbench run --help`` lists. Errors name the field: ``optim.lr: expected float, got 'fast'``;
 unknown fields list the known ones. Algorithm parameters live in ``algo.params`` and are
 validated by the algorithm's own config dataclass when the run starts (``--algo.beta 0.25`` sets
-``algo.params['beta']``). Backend options: ``backend.local.*`` for the built-in local backend,
-``backend.options.<name>.*`` (free-form, checked by that backend) for plugin backends.
+``algo.params['beta']``). Backend options: ``backend.local.*`` and ``backend.openrlhf.*`` for the
+built-in backends, ``backend.options.<name>.*`` (free-form, checked by that backend) for plugin
+backends.
 """
 
 from __future__ import annotations
@@ -86,14 +87,47 @@ class LocalBackendConfig:
                                              "float32, or auto (float32 for a bf16/fp16 rollout)")
 
 
+@dataclass
+class OpenRLHFBackendConfig:
+    """Options of the openrlhf backend (Ray actors, vLLM engines, DeepSpeed training; docs/openrlhf.md).
+    ``mrbench run --backend openrlhf --dry-run`` prints the OpenRLHF command line and placement they give."""
+
+    address: str | None = setting(None, help="Ray cluster: null starts one on this node; 'auto' or HOST:PORT "
+                                             "joins a running cluster; http://HEAD:8265 submits a Ray job there")
+    nodes: int = setting(1, help="nodes for the policy actors")
+    gpus_per_node: int = setting(1, help="GPUs per node for the policy actors (one actor per GPU)")
+    vllm_engines: int | None = setting(None, help="vLLM engines (null: one per vllm_tensor_parallel GPUs of the "
+                                                  "actors)")
+    vllm_tensor_parallel: int = setting(1, help="GPUs per vLLM engine")
+    vllm_gpu_memory_utilization: float = setting(0.5, help="share of a GPU each vLLM engine may take")
+    colocate: bool = setting(True, help="actors and vLLM engines share the GPUs, each sleeping while the other "
+                                        "works (one placement group per run)")
+    zero_stage: int = setting(2, help="DeepSpeed ZeRO stage (0-2 with replaying algorithms)")
+    tensor_parallel: int = setting(1, help="DeepSpeed tensor-parallel size of the actors (1 with replaying "
+                                           "algorithms)")
+    ring_attn_size: int = setting(1, help="ring-attention group size of the actors (1 with replaying algorithms)")
+    async_rollouts: bool = setting(False, help="generate the next batch while training on this one (refused with "
+                                               "replaying algorithms: the replay must see the sampling policy)")
+    attn_implementation: str = setting("sdpa", help="attention of the DeepSpeed actors: sdpa, eager, "
+                                                    "flash_attention_2")
+    adam_offload: bool = setting(False, help="keep the Adam states in CPU memory")
+    checkpoint_hf: bool = setting(False, help="also save Hugging Face weights with every checkpoint")
+    replay_batch_size: int = setting(8, help="sequences per replay forward pass on each actor")
+    replay_chunk_size: int = setting(128, help="positions per LM-head / Jensen-Shannon chunk of the replay")
+    share_prefix: bool = setting(True, help="reuse the KV cache of the shared prompt prefix during replay")
+    extra_args: list[str] = setting(factory=list, help="further OpenRLHF flags, appended as given (flags the "
+                                                       "backend sets itself are refused)")
+
+
 # built-in backends with a typed section backend.<name> (plugin backends use backend.options.<name>)
-BUILTIN_BACKEND_SECTIONS = ("local",)
+BUILTIN_BACKEND_SECTIONS = ("local", "openrlhf")
 
 
 @dataclass
 class BackendConfig:
     name: str = setting("local", help="registered backend (mrbench list)")
     local: LocalBackendConfig = setting(factory=LocalBackendConfig, help="local backend")
+    openrlhf: OpenRLHFBackendConfig = setting(factory=OpenRLHFBackendConfig, help="openrlhf backend")
     options: dict[str, dict[str, Any]] = setting(factory=dict, help="plugin backends' options by backend name "
                                                                     "(--backend.options.NAME.KEY VALUE); "
                                                                     "each backend checks its own")

@@ -3,10 +3,11 @@ any model is loaded, and say in one line why not and what would fit.
 
 Checked, in order: the names resolve; the algorithm's parameters validate; the task can build
 the contexts of the replay the algorithm asks for (``Task.supported_replays``); the backend runs
-that replay and whatever else the algorithm declares (``Backend.unsupported``); each end-of-run
-benchmark evaluates this task (another task's benchmark only with
-``schedule.eval_other_tasks: true``). The benchmarks default to the task's own
-(``Task.default_benchmarks``).
+that replay and whatever else the algorithm declares (``Backend.unsupported``), with its own
+settings (``Backend.refuses``); each end-of-run benchmark evaluates this task (another task's
+benchmark only with ``schedule.eval_other_tasks: true``); this machine has what the backend
+needs to train (``Backend.missing``; skipped by a dry run). The benchmarks default to the task's
+own (``Task.default_benchmarks``).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def check_replay(task: Any, algorithm: Any, backend_class: type, cfg: Any) -> No
         raise PreflightError(f"--task {cfg.task.name} --algo {cfg.algo.name}: {cfg.algo.name} needs {need}, which "
                              f"task {cfg.task.name!r} does not define; algorithms that fit {cfg.task.name}: "
                              f"{', '.join(fitting_algorithms(task))}")
-    why = backend_class.unsupported(algorithm)
+    why = backend_class.unsupported(algorithm) or backend_class.refuses(cfg, algorithm)
     if why:
         raise PreflightError(f"--algo {cfg.algo.name} --backend {cfg.backend.name}: {why}")
 
@@ -78,8 +79,10 @@ def plan_benchmarks(task: Any, cfg: Any) -> dict[str, str | None]:
     return chosen
 
 
-def preflight(cfg: Any) -> Plan:
-    """Resolve and check everything a run needs except the model; raise :class:`PreflightError`."""
+def preflight(cfg: Any, environment: bool = True) -> Plan:
+    """Resolve and check everything a run needs except the model; raise :class:`PreflightError`.
+    ``environment=False`` (a dry run) skips what only training needs: the backend's
+    :meth:`~harness.backends.base.Backend.missing` check of this machine."""
     from algorithms.base import ConfigError
     from algorithms.registry import get_algorithm
     from harness.backends import BACKENDS
@@ -91,6 +94,9 @@ def preflight(cfg: Any) -> Plan:
         backend_class = BACKENDS.get(cfg.backend.name)
         check_replay(task, algorithm, backend_class, cfg)
         benchmarks = plan_benchmarks(task, cfg)
+        lacking = backend_class.missing(cfg) if environment else None
+        if lacking:
+            raise PreflightError(f"--backend {cfg.backend.name}: {lacking}")
     except (UnknownNameError, RegistryError, ConfigError) as exc:
         raise PreflightError(str(exc)) from exc
     except TypeError as exc:  # a task option its constructor does not take

@@ -36,6 +36,18 @@ def print_summary(rec: RunRecord, summary: dict[str, Any], eval_results: dict[st
             print("    " + res["table"].replace("\n", "\n    "))
 
 
+def dry_run(cfg: RunConfig) -> int:
+    """Pre-flight without the machine check, then print what the backend would launch; trains nothing,
+    opens no record."""
+    try:
+        plan = preflight(cfg, environment=False)
+    except PreflightError as exc:
+        print(f"mrbench run: {exc}", file=sys.stderr)
+        return 2
+    print(plan.backend_class(cfg, plan.task, plan.algorithm).dry_run())
+    return 0
+
+
 def run(cfg: RunConfig) -> int:
     """Pre-flight, open the record, train, evaluate, finish. A run that stops on an error leaves
     its record marked ``failed`` with the reason (rerunning the command resumes it)."""

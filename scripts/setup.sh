@@ -26,6 +26,28 @@ if [ "$DEV" = 1 ]; then
   $PIP install -q --no-deps "lm-eval==0.4.13" "immutabledict==4.3.1"
   # IFBench's official checker code as packaged in lighteval, for the IFBench differential tests only.
   $PIP install -q --no-deps "lighteval==0.13.0"
+  # OpenRLHF's source for the openrlhf backend's contract tests, which stub Ray, vLLM, DeepSpeed and
+  # flash-attn (its real dependencies need CUDA); pillow because OpenRLHF imports PIL at module level.
+  $PIP install -q --no-deps "openrlhf==0.11.2"
+  $PIP install -q "pillow==13.0.0"
+  # The openrlhf wheel also installs a top-level package named `tests`, which would shadow this
+  # repository's tests/ (imported as `tests.*`); remove the files it installed there.
+  .venv/bin/python - <<'PY'
+from importlib import metadata
+from pathlib import Path
+
+dist = metadata.distribution("openrlhf")
+shipped = [f for f in dist.files or [] if f.parts and f.parts[0] == "tests"]
+for f in shipped:
+    Path(dist.locate_file(f)).unlink(missing_ok=True)
+if shipped:
+    root = Path(dist.locate_file("tests"))
+    for d in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
+        if not any(d.iterdir()):
+            d.rmdir()
+    if root.is_dir() and not any(root.iterdir()):
+        root.rmdir()
+PY
 else
   $PIP install -q -e .
 fi

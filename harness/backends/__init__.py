@@ -11,3 +11,4 @@ from mrbench_core.registry import Registry
 
 BACKENDS = Registry("backend", "mrbench.backends")
 BACKENDS.lazy("local", "harness.backends.local")
+BACKENDS.lazy("openrlhf", "harness.backends.openrlhf.backend")

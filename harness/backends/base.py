@@ -16,7 +16,12 @@ the backend fit together, using what the backend declares here:
 - ``supported_replays``: the replay kinds (:class:`ReplayRequest`) it can run; an algorithm
   asking for another is refused before any model is loaded;
 - ``supports_reference``: whether it can keep a frozen initial policy (``algorithm.needs_reference``);
-- ``supports_extra_loss``: whether it adds an algorithm's own loss term (``algorithm.has_loss``).
+- ``supports_extra_loss``: whether it adds an algorithm's own loss term (``algorithm.has_loss``);
+- ``refuses(cfg, algorithm)``: why its own settings cannot run this algorithm (e.g. a parallelism
+  that the replay cannot follow), or None;
+- ``missing(cfg)``: what this machine lacks to train with it (a GPU, a package), saying how to
+  install it, or None. ``mrbench run --dry-run`` skips this check and prints ``dry_run()``: what
+  the backend would launch, without launching it.
 
 ``train(record)`` must, for a fresh or a resumed record (:class:`harness.records.RunRecord`):
 
@@ -90,3 +95,17 @@ class Backend(ABC):
         if algorithm.has_loss and not cls.supports_extra_loss:
             return f"backend {cls.name!r} adds no algorithm loss terms, which {algorithm.name!r} needs"
         return None
+
+    @classmethod
+    def refuses(cls, cfg: Any, algorithm: Any) -> str | None:
+        """Why this backend, with ``cfg``'s settings, cannot run ``algorithm`` (None when it can)."""
+        return None
+
+    @classmethod
+    def missing(cls, cfg: Any) -> str | None:
+        """What this machine lacks to train with this backend and how to install it (None: nothing)."""
+        return None
+
+    def dry_run(self) -> str:
+        """What ``train`` would launch, without launching it (``mrbench run --dry-run``)."""
+        return f"backend {self.name!r} trains in the mrbench process; it launches nothing else"

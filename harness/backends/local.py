@@ -3,9 +3,9 @@
 One training step (0-based ``n``; metrics rows use ``step = n + 1``):
 
 1. take ``prompts_per_step`` examples (an epoch-wise permutation from the ``data-order`` stream of
-   :mod:`mrbench_core.seeds` for (seed, epoch)) from the data position, the index of the next
-   example; the checkpoint saves the position and a resumed run reads it back, so it sees the
-   same prompts;
+   :mod:`mrbench_core.seeds` for (seed, epoch), :mod:`harness.backends.data_order`) from the data
+   position, the index of the next example; the checkpoint saves the position and a resumed run
+   reads it back, so it sees the same prompts;
 2. sample G responses each with the rollout model (bf16 where native, see :mod:`harness.models`),
    or with vLLM (:mod:`harness.backends.vllm_rollout`, synced after every update), keeping the
    sampled ids; the torch RNG is seeded from the ``sampling`` stream for (seed, n) at the start of
@@ -33,12 +33,12 @@ import signal
 import time
 from typing import Any
 
-import numpy as np
 import torch
 
 from harness.attention import rollout_attention, use_for_rollout
 from harness.backends import BACKENDS, checkpoint
 from harness.backends.base import Backend
+from harness.backends.data_order import examples_at
 from harness.backends.relevance_guard import RelevanceGuard
 from harness.backends.rollout import batch_tensors, fit_prompts, greedy_texts, reward_lows, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
@@ -51,7 +51,7 @@ from harness.replay import ReplayEngine
 from harness.replay_builders import ReplayResult, replay_for
 from harness.system import choose_threads, native_bf16
 from mrbench_core.replay_kinds import ReplayRequest
-from mrbench_core.seeds import DATA_ORDER, SAMPLING, stream_seed
+from mrbench_core.seeds import SAMPLING, stream_seed
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -208,12 +208,7 @@ class LocalBackend(PolicyUpdate, Backend):
 
     # -- data ----------------------------------------------------------------------------------
     def _examples_at(self, examples: list[Any], position: int, count: int) -> list[Any]:
-        n = len(examples)
-        out = []
-        for i in range(position, position + count):
-            perm = np.random.RandomState(stream_seed(DATA_ORDER, self.cfg.seed, i // n, bits=32)).permutation(n)
-            out.append(examples[int(perm[i % n])])
-        return out
+        return examples_at(examples, self.cfg.seed, position, count)
 
     def _fingerprint(self) -> str:
         return config_fingerprint(self.cfg)  # execution fields (threads) may change on resume

@@ -146,20 +146,13 @@ class VLLMGenerator:
         outputs = self.llm.generate(requests, params, use_tqdm=False)
         if len(outputs) != len(prompts):
             raise VLLMError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
-        stops = {int(e) for e in eos}
         out: list[tuple[list[int], bool]] = []
         for g, request_out in enumerate(outputs):
             completions = list(request_out.outputs)
             if len(completions) != group_size:
                 raise VLLMError(f"vLLM returned {len(completions)} samples for prompt {g}, expected {group_size}")
             for c in sorted(completions, key=lambda c: getattr(c, "index", 0)):
-                ids = [int(t) for t in c.token_ids]
-                resp, truncated = cut_at_eos(ids, eos)
-                stop_reason = getattr(c, "stop_reason", None)
-                if truncated and getattr(c, "finish_reason", None) == "stop" and isinstance(stop_reason, int) \
-                        and stop_reason in stops:
-                    resp, truncated = resp + [stop_reason], False
-                out.append((resp, truncated))
+                out.append(completion_ids(c, eos))
         return out
 
     # -- weights ---------------------------------------------------------------------------------
@@ -174,6 +167,17 @@ class VLLMGenerator:
         reset = getattr(self.llm, "reset_prefix_cache", None)
         if callable(reset):  # cached prefixes hold keys/values of the old weights
             reset()
+
+
+def completion_ids(completion: Any, eos: Sequence[int]) -> tuple[list[int], bool]:
+    """(response ids, truncated) of one vLLM completion: its ids up to and including the first
+    end-of-turn id, with the end-of-turn id vLLM stopped on appended when it left it out."""
+    resp, truncated = cut_at_eos([int(t) for t in completion.token_ids], eos)
+    stop_reason = getattr(completion, "stop_reason", None)
+    if truncated and getattr(completion, "finish_reason", None) == "stop" and isinstance(stop_reason, int) \
+            and stop_reason in {int(e) for e in eos}:
+        resp, truncated = resp + [stop_reason], False
+    return resp, truncated
 
 
 def load_into(llm: Any, weights: Iterable[tuple[str, torch.Tensor]], version: str = "?") -> str:

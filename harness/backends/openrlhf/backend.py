@@ -1,0 +1,163 @@
+"""The ``openrlhf`` backend: one cell trained by OpenRLHF with mrbench's algorithms and verifiers.
+
+``train(record)``, in the mrbench process (no OpenRLHF import here):
+
+1. loads the task's examples, drops prompts over ``sampling.max_prompt_tokens`` with the policy's
+   tokenizer (as the local backend does), starts the record;
+2. writes the prompt file in the local backend's order (:mod:`.prompts`) and the cell file
+   (:mod:`.cell`);
+3. runs OpenRLHF (:mod:`.launch`): the entry point :mod:`.main` installs mrbench's experience
+   maker, policy actor and trainer (:mod:`.trainer`), then runs OpenRLHF's own
+   ``train_ppo_ray`` with the flags of :mod:`.argv`. The vLLM engines sample and score with
+   mrbench's verifiers (:mod:`.agent`); the experience maker replays on the policy actors and
+   writes the algorithm's token advantages into OpenRLHF's frame; OpenRLHF updates the policy;
+   the trainer appends each step's metrics and sample rows to this record;
+4. returns the run summary from the metrics.
+
+Rerunning the same command resumes from OpenRLHF's last checkpoint (``--ckpt.load_enable``;
+``schedule.checkpoint_every`` steps apart), and the trainer drops metrics rows after it. After
+training, ``generate`` answers with the final weights through the local backend's generator.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from harness.backends import BACKENDS
+from harness.backends.base import Backend
+from harness.backends.openrlhf import checks
+from harness.backends.openrlhf.argv import ENTRYPOINT, launch_command, openrlhf_argv, placement, runtime_env, shell_line
+from harness.backends.openrlhf.cell import CellPaths, CellSpec
+from harness.backends.openrlhf.launch import clear_stop, run_process
+from harness.backends.openrlhf.prompts import load_tokenizer, model_source, stop_ids, write_prompts
+from mrbench_core.replay_kinds import ReplayRequest
+
+#: environment variables the OpenRLHF processes need as the mrbench process has them
+FORWARDED_ENV = ("MRBENCH_DATA_DIR", "MRBENCH_MODEL_CACHE", "HF_HOME", "HF_HUB_OFFLINE")
+
+
+class OpenRLHFRunError(RuntimeError):
+    """The OpenRLHF process ended without finishing the run; the message names its log."""
+
+
+@BACKENDS.register("openrlhf")
+class OpenRLHFBackend(Backend):
+    """OpenRLHF 0.11: Ray actors, vLLM rollouts, DeepSpeed updates, one GPU to a cluster."""
+
+    name = "openrlhf"
+    supported_replays = frozenset({ReplayRequest.NONE, ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT,
+                                   ReplayRequest.RUBRIC})
+    supports_reference = False
+    supports_extra_loss = False
+
+    def __init__(self, cfg: Any, task: Any | None = None, algorithm: Any | None = None):
+        super().__init__(cfg, task, algorithm)
+        self._paths: CellPaths | None = None
+        self._generator: Any = None
+
+    # -- what it refuses --------------------------------------------------------------------------
+    @classmethod
+    def unsupported(cls, algorithm: Any) -> str | None:
+        if algorithm.has_loss:
+            return (f"backend 'openrlhf' cannot add {algorithm.name}'s own loss term (it would need OpenRLHF's "
+                    f"actor loss changed, which this backend does not patch); run it with --backend local")
+        return super().unsupported(algorithm)
+
+    @classmethod
+    def refuses(cls, cfg: Any, algorithm: Any) -> str | None:
+        return checks.refusal(cfg, algorithm)
+
+    @classmethod
+    def missing(cls, cfg: Any) -> str | None:
+        return checks.missing(cfg)
+
+    # -- the launch ---------------------------------------------------------------------------------
+    def _environment(self, paths: CellPaths) -> dict[str, str]:
+        forwarded = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+        env = runtime_env(paths, forwarded)["env_vars"]
+        address = self.cfg.backend.openrlhf.address or ""
+        if address and not address.startswith(("http://", "https://")):
+            env["RAY_ADDRESS"] = address
+        return env
+
+    def dry_run(self) -> str:
+        from harness.records import record_dir_for
+
+        cfg = self.cfg
+        paths = CellPaths(record_dir_for(cfg).resolve())
+        command = launch_command(cfg, paths, openrlhf_argv(cfg, paths, model_source(cfg, convert=False)))
+        env = self._environment(paths)
+        lines = ["OpenRLHF command line:", "  " + shell_line(command), "", "environment:"]
+        lines += [f"  {k}={v}" for k, v in sorted(env.items())]
+        lines += ["", "placement:", *("  " + line for line in placement(cfg)), "", "files:",
+                  f"  prompts (written by train): {paths.prompts}", f"  cell: {paths.cell}",
+                  f"  checkpoints: {paths.checkpoints}", f"  log: {paths.log}"]
+        return "\n".join(lines)
+
+    # -- training -------------------------------------------------------------------------------------
+    def train(self, record: Any) -> dict[str, Any]:
+        from algorithms import get_algorithm
+        from harness.backends.rollout import fit_prompts
+        from harness.backends.step_metrics import run_summary
+        from tasks.base import Task
+        from tasks.registry import make_task
+
+        cfg, t_run = self.cfg, time.time()
+        algo = self.algorithm or get_algorithm(cfg.algo.name, **cfg.algo.params)
+        task = self.task or make_task(cfg.task.name, **cfg.task.options)
+        paths = self._paths = CellPaths(record.path.resolve())
+        source = model_source(cfg)
+        tokenizer = load_tokenizer(source)
+        task.use_tokenizer(tokenizer)
+        examples = task.load(cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
+        examples, too_long = fit_prompts(examples, tokenizer, cfg.sampling.max_prompt_tokens)
+        if not examples:
+            raise ValueError(f"task {cfg.task.name!r} loaded no {cfg.task.split!r} examples"
+                             + (f" within sampling.max_prompt_tokens={cfg.sampling.max_prompt_tokens} "
+                                f"({too_long} longer)" if too_long else ""))
+        argv = openrlhf_argv(cfg, paths, source)
+        command = launch_command(cfg, paths, argv)
+        record.start(seed=cfg.seed, task_version=str(task.version), data_hash=Task.data_hash(examples),
+                     extra={"backend": self.name, "model_source": source, "algorithm": algo.config_dict(),
+                            "prompts_too_long": too_long, "openrlhf": {"command": shell_line(command),
+                                                                        "placement": placement(cfg)}})
+        from harness.backends.relevance_guard import RelevanceGuard
+
+        RelevanceGuard(algo, task, record).at_start(examples)
+        write_prompts(paths.prompts, cfg, examples, tokenizer, stop_ids(tokenizer, source))
+        CellSpec(config=cfg.to_dict(), record_dir=str(paths.record)).write()
+        clear_stop(paths)
+        outcome = run_process(command, {**os.environ, **self._environment(paths)}, paths)
+        done = len(record.metrics())
+        if outcome.signal is not None:
+            from harness.backends.local import TrainingInterrupted
+
+            where = (f"checkpoint written after step {outcome.stopped_after}" if outcome.stopped_after is not None
+                     else f"OpenRLHF ended before a checkpoint (exit code {outcome.returncode}); the last periodic "
+                          f"one stands")
+            raise TrainingInterrupted(f"{outcome.signal}: {where}; rerun the same command to resume")
+        if outcome.returncode != 0 or done < cfg.schedule.steps:
+            raise OpenRLHFRunError(f"OpenRLHF ({ENTRYPOINT}) exited with code {outcome.returncode} after "
+                                   f"{done} of {cfg.schedule.steps} steps; its output: {paths.log}")
+        return {**run_summary(record.metrics(), time.time() - t_run), "backend": self.name}
+
+    # -- generation ---------------------------------------------------------------------------------
+    def generate(self, messages_list: list[list[dict[str, str]]], max_new_tokens: int,
+                 greedy: bool = True) -> list[str]:
+        """Greedy responses with the trained weights (``checkpoint/openrlhf/final_hf``) once ``train``
+        has run, else with the configured model, through the local backend's generator."""
+        if self._generator is None:
+            from harness.backends.local import LocalBackend
+            from harness.config import from_dict
+
+            data = self.cfg.to_dict()
+            final = self._paths.final_weights if self._paths is not None else None
+            if final is not None and (final / "config.json").exists():
+                data["model"] = {**data["model"], "name": str(final), "lora": False}
+            elif final is not None and (final / "adapter_config.json").exists():
+                data["model"] = {**data["model"], "name": str(final)}  # transformers loads base + adapter
+            data["backend"] = {"name": "local", "local": data["backend"]["local"]}
+            self._generator = LocalBackend(from_dict(data))
+        return self._generator.generate(messages_list, max_new_tokens)

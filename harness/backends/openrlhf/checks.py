@@ -1,0 +1,129 @@
+"""What the openrlhf backend refuses before a run starts, and what a machine needs to train with it.
+
+Refused, with the reason (pre-flight, :func:`refusal`):
+
+- an algorithm with its own loss term (OPSD's distillation): OpenRLHF's actor loss would have to
+  change, which this backend does not patch;
+- replaying algorithms (MRTPO and its family, CoRT) with ZeRO-3, DeepSpeed tensor parallelism or
+  ring attention: the replay runs a data-dependent number of forward passes on each actor, which
+  ZeRO-3's lock-step parameter gathering and the sharded attention layouts cannot follow;
+- replaying algorithms with asynchronous rollouts: the replay must see the policy that sampled;
+- an in-memory model (``tiny-*``): OpenRLHF's processes load weights from a path or hub id;
+- greedy sampling (temperature 0): OpenRLHF divides the logits by the temperature;
+- batch shapes OpenRLHF cannot split: a step's samples over ``mini_batches``, an update over
+  micro-batches on every data-parallel actor, colocated actors and engines of different counts;
+- ``extra_args`` that set a flag the backend writes itself, or one that shapes OpenRLHF's scalar
+  reward (dynamic filtering, length penalties, reward normalisation or clipping) or its
+  importance-sampling correction: mrbench's advantages come from the K rewards.
+
+Needed to train (:func:`missing`): the ``openrlhf``, ``ray``, ``vllm`` and ``deepspeed`` packages
+(only ``ray`` when the run is submitted as a Ray job) and, unless the run joins a Ray cluster,
+a CUDA GPU. ``pip install 'mrbench[openrlhf]'``
+installs the tested OpenRLHF release with its pinned dependencies (CUDA nodes only: flash-attn has
+no CPU build).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from harness.backends.openrlhf.argv import (
+    owned_extra_flags,
+    scalar_reward_flags,
+    submits_job,
+    topology,
+    train_batch_size,
+)
+from harness.models import TINY_PREFIX
+from mrbench_core.replay_kinds import ReplayRequest
+
+INSTALL_HINT = "pip install 'mrbench[openrlhf]' (OpenRLHF 0.11 with its pinned Ray, vLLM, DeepSpeed, flash-attn)"
+REQUIRED_PACKAGES = ("openrlhf", "ray", "vllm", "deepspeed")
+
+
+def replays(algorithm: Any) -> bool:
+    return ReplayRequest(algorithm.replay_request) is not ReplayRequest.NONE
+
+
+def refusal(cfg: Any, algorithm: Any) -> str | None:
+    """Why the run cannot start with these settings (see the module docstring), else None."""
+    opts, s, o = cfg.backend.openrlhf, cfg.sampling, cfg.optim
+    if cfg.model.name.startswith(TINY_PREFIX):
+        return (f"model {cfg.model.name!r} exists only in memory; OpenRLHF's actors and vLLM engines load "
+                f"weights from a local directory or hub id")
+    if s.temperature <= 0:
+        return "sampling.temperature must be > 0 (OpenRLHF divides the logits by it)"
+    for name in ("nodes", "gpus_per_node", "vllm_tensor_parallel", "tensor_parallel", "ring_attn_size"):
+        if getattr(opts, name) < 1:
+            return f"backend.openrlhf.{name} must be >= 1, got {getattr(opts, name)}"
+    if opts.vllm_engines is not None and opts.vllm_engines < 1:
+        return f"backend.openrlhf.vllm_engines must be >= 1 or null, got {opts.vllm_engines}"
+    if opts.nodes > 1 and not opts.address:
+        return (f"backend.openrlhf.nodes={opts.nodes} needs a running Ray cluster: start one (ray start) and set "
+                f"backend.openrlhf.address")
+    if opts.zero_stage not in (0, 1, 2, 3):
+        return f"backend.openrlhf.zero_stage must be 0, 1, 2 or 3, got {opts.zero_stage}"
+    if replays(algorithm):
+        kind = ReplayRequest(algorithm.replay_request).value
+        why = {"zero_stage": opts.zero_stage == 3, "tensor_parallel": opts.tensor_parallel > 1,
+               "ring_attn_size": opts.ring_attn_size > 1}
+        for name, bad in why.items():
+            if bad:
+                return (f"{algorithm.name} replays ({kind}) on the policy actors, a data-dependent number of "
+                        f"forward passes per actor that backend.openrlhf.{name}={getattr(opts, name)} cannot "
+                        f"follow (it shards parameters or attention across actors in lock-step); use "
+                        f"zero_stage <= 2, tensor_parallel 1 and ring_attn_size 1")
+        if opts.async_rollouts:
+            return (f"{algorithm.name} replays ({kind}) with the policy that sampled; with "
+                    f"backend.openrlhf.async_rollouts the actors have moved on by the time the batch arrives")
+    top = topology(opts)
+    samples = s.prompts_per_step * s.group_size
+    if samples % max(1, o.mini_batches):
+        return (f"optim.mini_batches={o.mini_batches} must divide the {samples} samples of a step "
+                f"(sampling.prompts_per_step x group_size)")
+    per_update = train_batch_size(cfg)
+    if per_update % (o.micro_batch_size * top.data_parallel):
+        return (f"each update's {per_update} samples must split into micro-batches of optim.micro_batch_size="
+                f"{o.micro_batch_size} on each of the {top.data_parallel} data-parallel policy actor(s)")
+    if opts.colocate and not opts.async_rollouts and top.actors != top.engines * top.engine_tp:
+        return (f"backend.openrlhf.colocate puts one vLLM GPU on each policy actor's GPU: {top.actors} actor GPU(s) "
+                f"but {top.engines} engine(s) x {top.engine_tp} GPU(s); set vllm_engines to "
+                f"{top.actors // top.engine_tp} or colocate false")
+    owned = owned_extra_flags(opts.extra_args)
+    if owned:
+        return (f"backend.openrlhf.extra_args sets {', '.join(owned)}, which the backend writes from the run "
+                f"config (mrbench run --help names the field)")
+    scalar = scalar_reward_flags(opts.extra_args)
+    if scalar:
+        return (f"backend.openrlhf.extra_args sets {', '.join(scalar)}, which shapes, filters or corrects "
+                f"OpenRLHF's scalar reward or log-probabilities; mrbench's algorithm computes the advantages "
+                f"from the K rewards, so it would have no effect or a wrong one")
+    return None
+
+
+def _absent(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def missing(cfg: Any) -> str | None:
+    """What this machine lacks to train (see the module docstring), with how to install it."""
+    address = cfg.backend.openrlhf.address or ""
+    # a Ray job runs on the cluster: only the `ray` client is needed here
+    lacking = [name for name in (("ray",) if submits_job(cfg) else REQUIRED_PACKAGES) if _absent(name)]
+    parts = []
+    if lacking:
+        parts.append(f"missing Python package(s) {', '.join(lacking)}: {INSTALL_HINT}")
+    if not address:
+        import torch
+
+        if not torch.cuda.is_available():
+            parts.append("no CUDA GPU on this machine (OpenRLHF trains with DeepSpeed and samples with vLLM on "
+                         "GPUs); run on a GPU node, or join a Ray cluster with GPUs through "
+                         "--backend.openrlhf.address")
+    if not parts:
+        return None
+    return "cannot train here: " + "; ".join(parts) + " (mrbench run --dry-run prints the launch without them)"

@@ -1,0 +1,131 @@
+"""mrbench's policy actor and trainer for OpenRLHF, and :func:`install`, which makes OpenRLHF's
+``train_ppo_ray`` use them.
+
+Ray refuses to subclass a class it has made remote, so both subclass the undecorated class
+(``__ray_actor_class__``) and are made remote again with the base's options.
+
+- :class:`MRPolicyActorImpl` adds ``mr_replay``: the replay of one shard (:mod:`.shards`) with
+  the DeepSpeed actor's model (the old policy while the experience is made), in eval mode.
+- :class:`MRPPOTrainerImpl` puts :class:`~.maker.MRExperienceMaker` in place of OpenRLHF's,
+  reads the prompts in file order (mrbench's data order) instead of shuffled, adds top-k to the
+  sampling parameters, tells the maker the step, and after each step appends the metrics row and
+  sample rows to the record (dropping rows after the checkpoint it resumes from). When the
+  mrbench process asks it to stop, it checkpoints after the step and ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+from openrlhf.trainer.ppo_trainer import PPOTrainer
+from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
+
+from harness.backends.openrlhf.cell import current_cell
+from harness.backends.openrlhf.launch import acknowledge_stop, stop_requested
+from harness.backends.openrlhf.maker import MRExperienceMaker
+from harness.backends.openrlhf.shards import ReplayShard, ShardResult, run_shard
+from harness.models import CHATML_TEMPLATE
+from mrbench_core.replay_kinds import ReplayRequest
+
+_ActorBase: Any = getattr(PolicyModelActor, "__ray_actor_class__", PolicyModelActor)
+_TrainerBase: Any = getattr(PPOTrainer, "__ray_actor_class__", PPOTrainer)
+
+
+class TrainingStopped(RuntimeError):
+    """The mrbench process asked the run to stop; the step's checkpoint is written."""
+
+
+def unwrapped_model(actor: Any) -> Any:
+    """The Hugging Face (or peft) model under OpenRLHF's ``Actor`` and DeepSpeed's engine."""
+    model = actor.model
+    return getattr(model, "module", model)
+
+
+class MRPolicyActorImpl(_ActorBase):
+    def mr_replay(self, shard: ReplayShard) -> ShardResult:
+        tokenizer = self.tokenizer
+        if getattr(tokenizer, "chat_template", None) is None:
+            tokenizer.chat_template = CHATML_TEMPLATE
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.actor.eval()
+        try:
+            return run_shard(shard, unwrapped_model(self.actor), tokenizer, int(pad))
+        finally:
+            self.actor.train()
+
+
+MRPolicyActor = ray.remote(num_gpus=1)(MRPolicyActorImpl)
+
+
+class MRPPOTrainerImpl(_TrainerBase):
+    def __init__(self, pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
+                 reference_model_group, vllm_engines, **generate_kwargs):
+        super().__init__(pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
+                         reference_model_group, vllm_engines, **generate_kwargs)
+        from harness.backends.relevance_guard import RelevanceGuard
+        from harness.records import RunRecord
+
+        self.cell = current_cell()
+        self.mr_cfg = self.cell.cfg
+        self.experience_maker = MRExperienceMaker(actor_model_group, critic_model_group, reward_model_group,
+                                                  reference_model_group, self.kl_ctl, self.strategy, self.tokenizer,
+                                                  cell=self.cell)
+        dataset = self.prompts_dataloader.dataset
+        self.prompts_dataloader = strategy.setup_dataloader(dataset, 1, True, False, dataset.collate_fn)
+        self.samples_generator.prompts_dataloader = self.prompts_dataloader
+        if self.mr_cfg.sampling.top_k:
+            self.generate_kwargs["top_k"] = int(self.mr_cfg.sampling.top_k)
+        self.record = RunRecord(self.cell.paths.record)
+        self.guard = RelevanceGuard(self.experience_maker.algorithm, self.experience_maker.task, self.record)
+
+    def init_checkpoint_states(self):
+        states = super().init_checkpoint_states()
+        self.record.truncate_metrics(int(states.get("global_step", 0)))
+        return states
+
+    def train_step(self, rollout_samples, global_step: int):
+        self.experience_maker.step = global_step
+        return super().train_step(rollout_samples, global_step)
+
+    def _append_step(self, global_step: int, status: dict[str, Any]) -> None:
+        from harness.backends.openrlhf.step import metrics_row
+        from harness.backends.step_metrics import sample_rows
+
+        batch, maker = self.experience_maker.last, self.experience_maker
+        if batch is None:
+            return
+        n, cfg = global_step - 1, self.mr_cfg
+        replayed = ReplayRequest(maker.algorithm.replay_request) is not ReplayRequest.NONE and \
+            maker.algorithm.needs_replay(n)
+        self.guard.after_step(n, batch.rewards, batch.group_ids, replayed, batch.rep.pairs_replayed)
+        self.record.append_metrics(metrics_row(n, batch, status, maker.task, bool(cfg.optim.entropy_coef)))
+        self.record.append_samples(sample_rows(n, batch.rollouts, cfg.schedule.log_samples))
+        maker.last = None
+
+    def save_logs_and_checkpoints(self, global_step: int, logs_dict=None, client_states=None) -> None:
+        self._append_step(global_step, logs_dict or {})
+        stop = stop_requested(self.cell.paths)
+        every = self.args.ckpt.save_steps
+        if stop:
+            self.args.ckpt.save_steps = 1  # checkpoint this step whatever the period
+        try:
+            super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
+        finally:
+            self.args.ckpt.save_steps = every
+        if stop:
+            acknowledge_stop(self.cell.paths, global_step)
+            raise TrainingStopped(f"stopped after step {global_step} as asked; its checkpoint is written")
+
+
+MRPPOTrainer = ray.remote(MRPPOTrainerImpl)
+
+
+def install() -> None:
+    """Make OpenRLHF's ``train_ppo_ray`` build mrbench's policy actors and trainer: it imports both
+    names from these modules when it runs (the actor at import, the trainer inside ``train``)."""
+    from openrlhf.trainer import ppo_trainer
+    from openrlhf.trainer.ray import ppo_actor
+
+    ppo_actor.PolicyModelActor = MRPolicyActor
+    ppo_trainer.PPOTrainer = MRPPOTrainer
