@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=None, help="default: 128 on CUDA, 16 on CPU")
     ap.add_argument("--share", type=float, default=0.2, help="replayed share of the (response, reward) pairs")
     ap.add_argument("--equality-pairs", type=int, default=16)
+    ap.add_argument("--replay-batching", default="exact", choices=["exact", "padded"],
+                    help="backend.local.replay_batching of the timed replay")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     device = torch.device(args.device)
@@ -138,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg.sampling.max_new_tokens = args.max_new_tokens or (128 if gpu else 16)
     cfg.optim.micro_batch_size = 8 if gpu else 4
     cfg.backend.local.threads = 0 if gpu else 1
+    cfg.backend.local.replay_batching = args.replay_batching
     def build():
         if args.model == QWEN_SHAPE:
             return qwen_shaped(device, dtype, args.seed)
@@ -179,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     opt = torch.optim.SGD(params, lr=0.0)  # the update's cost without moving the weights between the two steps
     gdpo, mrtpo = get_algorithm("gdpo"), get_algorithm("mrtpo", warmup_steps=0)
     engine = ReplayEngine(model, cfg.backend.local.replay_batch_size, cfg.backend.local.replay_chunk_size, True,
-                          tok.pad_token_id, temperature=cfg.sampling.temperature)
+                          tok.pad_token_id, temperature=cfg.sampling.temperature,
+                          exact_batches=cfg.backend.local.replay_batching == "exact")
 
     def step(algo, replay: bool) -> float:
         model.eval()
