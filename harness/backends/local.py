@@ -143,7 +143,7 @@ class LocalBackend(PolicyUpdate, Backend):
         whether the host has native bf16 (a slow run explains itself)."""
         return {"dtype": str(self.rollout_dtype).removeprefix("torch."), "attention": self.rollout_attention_name,
                 "replay_head": "float32" if self.replay_head_float32() else "model",
-                "replay_batching": self.cfg.backend.local.replay_batching,
+                "replay_batching": "exact" if self.exact_replay_batches() else "padded",
                 "threads": torch.get_num_threads(), "shared_with_training": self.rollout_model is self.policy,
                 "host_native_bf16": native_bf16()}
 
@@ -156,11 +156,13 @@ class LocalBackend(PolicyUpdate, Backend):
         return choice == "float32" or (choice == "auto" and self.rollout_dtype != torch.float32)
 
     def exact_replay_batches(self) -> bool:
-        """``backend.local.replay_batching``: exact (the default) or padded."""
+        """``backend.local.replay_batching``: exact, padded, or auto (exact on CPU, where the replay then
+        reproduces the sampling pass bit for bit at little cost; padded on a GPU, where batches of one
+        context length make the replay about twice as slow: bench/README.md)."""
         choice = self.cfg.backend.local.replay_batching
-        if choice not in ("exact", "padded"):
-            raise ValueError(f"backend.local.replay_batching: {choice!r}; known: exact, padded")
-        return choice == "exact"
+        if choice not in ("auto", "exact", "padded"):
+            raise ValueError(f"backend.local.replay_batching: {choice!r}; known: auto, exact, padded")
+        return choice == "exact" or (choice == "auto" and self.device.type == "cpu")
 
     def _rollout_phase(self) -> Any:
         """The context of sampling and replay: the rollout attention on a copy shared with training."""
