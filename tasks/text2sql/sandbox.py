@@ -41,7 +41,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.text2sql.sqltext import tokenize
+from tasks.text2sql.sqltext import lex
 
 _ALLOWED_ACTIONS = {
     sqlite3.SQLITE_SELECT,
@@ -222,11 +222,8 @@ _READ_STATEMENTS = {"SELECT", "WITH", "VALUES"}
 
 
 def _first_keyword(sql: str) -> str:
-    for tok in tokenize(sql):
-        if tok.kind in ("ws", "comment"):
-            continue
-        return tok.upper if tok.kind == "word" else tok.text
-    return ""
+    toks = lex(sql)
+    return toks[0].upper if toks else ""
 
 
 def _decode_text(data: bytes) -> str:
