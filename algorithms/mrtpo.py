@@ -182,7 +182,8 @@ class MRTPO(Algorithm):
 
     # -- the shared computation -------------------------------------------------------------------
     def compute(self, batch: RolloutBatch) -> dict[str, Any]:
-        """Token advantages plus the intermediate quantities the metrics report."""
+        """Token advantages plus the intermediate quantities the metrics and the credit records report
+        (``w``: the Eq. 6 weights [B,K',T] after any ablation's change)."""
         agg = self.aggregator.aggregate(batch)
         beta = self.effective_beta(batch.step)
         mask = batch.response_mask
@@ -198,7 +199,7 @@ class MRTPO(Algorithm):
         one = torch.ones((), dtype=torch.float32, device=D.device)
         s = bound_scale(U, D, mask) if self.config.bound else one
         adv = torch.where(mask, U.unsqueeze(1) + s * D, torch.zeros_like(D))
-        return {"adv": adv, "beta": beta, "s": s, "D": D, "uniform": U, "agg": agg, "has": has}
+        return {"adv": adv, "beta": beta, "s": s, "D": D, "uniform": U, "agg": agg, "has": has, "w": w}
 
     def advantages(self, batch: RolloutBatch) -> tuple[Tensor, dict[str, float]]:
         out = self.compute(batch)

@@ -188,6 +188,8 @@ class OutputConfig:
     dir: str | None = setting(None, help="explicit record directory (overrides root)")
     keep_checkpoint: bool = setting(False, help="keep checkpoint/ (final weights or adapter + optimiser) once the "
                                                 "run has finished")
+    credit_groups: int = setting(1, help="groups per step whose per-token credit (tokens, q and w per reward, "
+                                         "advantage) goes to credit.jsonl (0: off)")
 
 
 @dataclass

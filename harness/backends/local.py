@@ -19,7 +19,8 @@ One training step (0-based ``n``; metrics rows use ``step = n + 1``):
    accumulating micro-batches of ``micro_batch_size`` sequences. With one mini-batch the old
    log-probabilities are the detached current ones (rho = 1 exactly); with several they come
    from one no-grad pass of the policy before the first update.
-7. metrics row, samples, checkpoint every ``checkpoint_every`` steps and on SIGTERM/SIGINT.
+7. metrics row, samples, the credit rows of ``output.credit_groups`` groups (:mod:`harness.credit.trainlog`),
+   checkpoint every ``checkpoint_every`` steps and on SIGTERM/SIGINT.
 
 The reference policy (initial weights; k3 KL when ``optim.kl_coef > 0``, OPSD's teacher) is only
 loaded when needed; with LoRA it is the base model with the adapter disabled.
@@ -45,6 +46,7 @@ from harness.backends.step_metrics import run_summary, sample_rows, step_row
 from harness.backends.update import PolicyUpdate
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
+from harness.credit.trainlog import CreditLog
 from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
 from harness.records import config_fingerprint
 from harness.replay import ReplayEngine
@@ -82,6 +84,7 @@ class LocalBackend(PolicyUpdate, Backend):
         self.tokenizer: Any = None
         self._stop: str | None = None
         self._guard: RelevanceGuard | None = None
+        self._credit: CreditLog | None = None
         self.rollout_attention_name: str | None = None
         self._position = 0  # index of the next training example in the data order
         self._keep_hidden = True
@@ -267,6 +270,8 @@ class LocalBackend(PolicyUpdate, Backend):
             self._sync_rollout()
         self._start_vllm(record)
         record.truncate_metrics(start)
+        self._credit = CreditLog(cfg.output.credit_groups, record.path, self.tokenizer, task)
+        self._credit.resume(start)
         opts = cfg.backend.local
         engine = ReplayEngine(self.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix,
                               self.pad_id, temperature=cfg.sampling.temperature,
@@ -350,14 +355,15 @@ class LocalBackend(PolicyUpdate, Backend):
                              reward_low=reward_lows(rollouts, self.task, rewards.shape[1]))
         adv, algo_metrics = algo.advantages(batch)
         adv = adv.float()
+        time_credit = self._credit.log(n, rollouts, batch, rep.relevance, algo, adv)
         upd = self._update(rollouts, adv, T, algo, rep, opt, params)
         self._sync_rollout()
         t4 = time.time()
         row = step_row(n, rollouts, rewards, mask, adv, rep, upd, algo_metrics,
                        getattr(self.task, "format_reward", None), bool(self.cfg.optim.entropy_coef),
                        family=getattr(self.task, "reward_family", None))
-        row.update(time_generate=t1 - t0, time_score=t2 - t1, time_replay=t3 - t2, time_update=t4 - t3,
-                   time_step=t4 - t0)
+        row.update(time_generate=t1 - t0, time_score=t2 - t1, time_replay=t3 - t2,
+                   time_update=t4 - t3 - time_credit, time_credit=time_credit, time_step=t4 - t0)
         record.append_metrics(row)
         record.append_samples(sample_rows(n, rollouts, self.cfg.schedule.log_samples))
         return row

@@ -10,7 +10,8 @@ non-NaN pairs), ``replay_sequences`` (forward passes' sequences), ``adv_abs_mean
 0 unless a reference is loaded), ``clip_fraction`` (tokens whose clipped term is active),
 ``entropy`` (when the entropy term is on), ``grad_norm`` (before clipping, max over mini-batches),
 ``ratio_max``, the algorithm's own metrics as ``algo/<key>``, and the seconds spent in
-``time_generate``, ``time_score``, ``time_replay``, ``time_update`` and ``time_step``.
+``time_generate``, ``time_score``, ``time_replay``, ``time_update``, ``time_credit`` (writing the
+credit rows, :mod:`harness.credit.trainlog`) and ``time_step``.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def run_summary(metrics: list[dict[str, Any]], seconds: float) -> dict[str, Any]
                                "final_reward_mean": last.get("reward_mean"),
                                "replay_share_mean": sum(shares) / len(shares) if shares else 0.0,
                                "adv_abs_mean": last.get("adv_abs_mean")}
-    for key in ("time_generate", "time_score", "time_replay", "time_update", "time_step"):
+    for key in ("time_generate", "time_score", "time_replay", "time_update", "time_credit", "time_step"):
         vals = [m[key] for m in metrics if key in m]
         summary[f"mean_{key}"] = round(sum(vals) / len(vals), 2) if vals else None
     return summary

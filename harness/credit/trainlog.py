@@ -1,0 +1,71 @@
+"""The training hook: credit rows for a few groups of every step, appended to ``credit.jsonl``.
+
+``output.credit_groups`` groups are logged per step (0 turns logging off): the first groups of the
+step's batch, whose prompts are already a seeded random draw from the data. For each of their
+responses the row (:mod:`harness.credit.rows`) keeps the relevance q the replay computed (null for
+pairs not replayed: rewards that did not vary in the group, or steps without replay), the weights
+w of an MRTPO-family algorithm (its ``compute``; null for other algorithms) and the token
+advantages the update used.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.credit.align import align
+from harness.credit.rows import credit_row
+from harness.credit.store import append_rows, drop_after
+
+
+def _weights(algo: Any, batch: Any) -> torch.Tensor | None:
+    """The Eq. 6 weights [B, K, T] of an algorithm that computes them per reward, else None."""
+    compute = getattr(algo, "compute", None)
+    if compute is None:
+        return None
+    w = compute(batch).get("w")
+    if not isinstance(w, torch.Tensor) or w.shape[1] != batch.rewards.shape[1]:
+        return None  # one profile for all rewards (the joint ablation) has no per-reward weights
+    return w
+
+
+class CreditLog:
+    """Writes ``credit.jsonl`` into a run record directory."""
+
+    def __init__(self, groups: int, directory: str | Path, tokenizer: Any, task: Any):
+        if groups < 0:
+            raise ValueError(f"output.credit_groups must be >= 0 (0 turns per-token credit records off), got {groups}")
+        self.groups, self.directory, self.tokenizer, self.task = int(groups), Path(directory), tokenizer, task
+
+    def resume(self, last_step: int) -> None:
+        """Drop the rows of steps after the checkpoint a run resumes from."""
+        drop_after(self.directory, last_step)
+
+    def log(self, n: int, rollouts: Sequence[Any], batch: Any, relevance: torch.Tensor | None, algo: Any,
+            adv: torch.Tensor) -> float:
+        """Append the rows of step ``n`` (0-based; rows say ``step = n + 1``); the seconds it took."""
+        if not self.groups:
+            return 0.0
+        t0 = time.perf_counter()
+        chosen: list[int] = []
+        for r in rollouts:
+            if r.group not in chosen and len(chosen) < self.groups:
+                chosen.append(r.group)
+        w = _weights(algo, batch)
+        rows = []
+        for j, r in enumerate(rollouts):
+            if r.group not in chosen:
+                continue
+            T = len(r.response_ids)
+            K = len(r.verdicts)
+            q = [relevance[j, k, :T].tolist() for k in range(K)] if relevance is not None else None
+            wj = [w[j, k, :T].tolist() for k in range(K)] if w is not None else None
+            rows.append(credit_row(step=n + 1, example=r.example.id, group=int(r.group), index=j,
+                                   alignment=align(self.tokenizer, r.response_ids, r.text), verdicts=r.verdicts,
+                                   task=self.task, q=q, w=wj, advantage=adv[j, :T].tolist()))
+        append_rows(self.directory, rows)
+        return time.perf_counter() - t0
