@@ -33,6 +33,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError, TokenError
 
 _DIALECT = sqlglot.Dialect.get_or_raise("sqlite")
+#: compound queries (UNION / INTERSECT / EXCEPT); older sqlglot releases name their base Union
+_SET_OPERATIONS = getattr(exp, "SetOperation", exp.Union)
 
 Span = tuple[int, int]
 
@@ -261,8 +263,8 @@ class _Extents:
         if found:
             rng = _balance(self.toks, min(found), max(found))
             if isinstance(node, (exp.Paren, exp.Tuple)) or (
-                    isinstance(node, (exp.Select, exp.SetOperation)) and parent is not None
-                    and not isinstance(parent, exp.SetOperation)):
+                    isinstance(node, (exp.Select, _SET_OPERATIONS)) and parent is not None
+                    and not isinstance(parent, _SET_OPERATIONS)):
                 rng = self._enclose(*rng)
         self.memo[id(node)] = rng
         return rng
