@@ -10,6 +10,8 @@
     mrbench leaderboard [--root results] [--out FILE.md]
     mrbench sweep GRID.yaml [--executor inline|local|ray] [--jobs N] [--address A] [--dry-run | --status]
     mrbench report --root DIR --out DIR [--baseline gdpo] [--threshold X] [--min-seeds 3]
+    mrbench credit RECORD [--step N] --out PAGE.html       per-token credit page (or --model M --task T --data F)
+    mrbench localize [--model M] [--task T] [--n 32] --out DIR   where each reward's replay distance falls
 """
 
 from __future__ import annotations
@@ -308,6 +310,10 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
                     "(default: the baseline's final value)")
     rp.add_argument("--min-seeds", type=int, default=3, help="fewer paired seeds than this: 'too few seeds "
                     "to tell' (default 3)")
+
+    from harness.credit.cli import add_parsers
+
+    add_parsers(sub)
     return parser
 
 
@@ -335,6 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_sweep(args)
         if args.command == "report":
             return cmd_report(args)
+        if args.command in ("credit", "localize"):
+            from harness.credit.cli import cmd_credit, cmd_localize
+
+            return cmd_credit(args) if args.command == "credit" else cmd_localize(args)
     except (UnknownNameError, RegistryError) as exc:
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2

