@@ -40,7 +40,7 @@ def add_parsers(sub: Any) -> None:
     lo.add_argument("--split", default="train")
     lo.add_argument("--data-dir", help="the task's data (default: its built-in data, where it has any)")
     lo.add_argument("--responses", help="take these responses (JSONL, as for credit --data) instead of sampling")
-    lo.add_argument("--max-new-tokens", type=int, default=128)
+    lo.add_argument("--max-new-tokens", type=int, default=256, help="longest sampled response, in tokens")
     lo.add_argument("--temperature", type=float, default=1.0)
     lo.add_argument("--dtype", default="auto", help="sampling and replay dtype (auto: as in training; float32 "
                                                     "removes bf16's rounding floor)")

@@ -43,7 +43,7 @@ class LocalizeOptions:
     split: str = "train"
     data_dir: str | None = None
     responses: str | None = None
-    max_new_tokens: int = 128
+    max_new_tokens: int = 256
     temperature: float = 1.0
     dtype: str = "auto"
     device: str = "auto"
