@@ -10,7 +10,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-import torch
 from toy_task import ToyTask, tiny_config
 
 from harness import cli
@@ -19,7 +18,8 @@ from harness.credit.page import ADVANTAGE, write_page
 from harness.records import RunRecord
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (scripts/setup.sh --dev installs it with apt)")
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (scripts/setup.sh --dev installs it with apt)"),
+              pytest.mark.usefixtures("one_torch_thread")]
 
 
 class _Dom(HTMLParser):
@@ -83,7 +83,6 @@ def test_switching_rewards_recolours_the_tokens(tmp_path):
 
 
 def test_page_of_a_two_step_tiny_run(tmp_path):
-    torch.set_num_threads(1)
     cfg = tiny_config(str(tmp_path / "run"), "mrtpo")
     rec = RunRecord.open(cfg)
     try:

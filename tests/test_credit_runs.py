@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from text2sql_fixtures import answer, make_db
 from toy_task import ToyTask, tiny_config
 
@@ -14,13 +13,7 @@ from harness.backends.local import LocalBackend
 from harness.credit import store
 from harness.records import RunRecord
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _train(cfg):

@@ -64,6 +64,23 @@ def _step_seed(seed: int, step: int) -> int:
     return stream_seed(SAMPLING, seed, step)
 
 
+def replay_head_float32(choice: str, rollout_dtype: torch.dtype) -> bool:
+    """``backend.local.replay_head``: the replay statistics' LM head in float32 (``auto``: whenever
+    the rollout runs below float32, where the head's rounded outputs add noise to the relevance)."""
+    if choice not in ("auto", "float32", "model"):
+        raise ValueError(f"backend.local.replay_head: {choice!r}; known: auto, float32, model")
+    return choice == "float32" or (choice == "auto" and rollout_dtype != torch.float32)
+
+
+def exact_replay_batches(choice: str, device: torch.device) -> bool:
+    """``backend.local.replay_batching``: exact, padded, or auto (exact on CPU, where the replay then
+    reproduces the sampling pass bit for bit at little cost; padded on a GPU, where batches of one
+    context length make the replay about twice as slow: bench/README.md)."""
+    if choice not in ("auto", "exact", "padded"):
+        raise ValueError(f"backend.local.replay_batching: {choice!r}; known: auto, exact, padded")
+    return choice == "exact" or (choice == "auto" and device.type == "cpu")
+
+
 @BACKENDS.register("local")
 class LocalBackend(PolicyUpdate, Backend):
     """In-process trainer on CPU or one GPU (transformers generate, optional vLLM)."""
@@ -151,21 +168,10 @@ class LocalBackend(PolicyUpdate, Backend):
                 "host_native_bf16": native_bf16()}
 
     def replay_head_float32(self) -> bool:
-        """``backend.local.replay_head``: the replay statistics' LM head in float32 (``auto``: whenever
-        the rollout runs below float32, where the head's rounded outputs add noise to the relevance)."""
-        choice = self.cfg.backend.local.replay_head
-        if choice not in ("auto", "float32", "model"):
-            raise ValueError(f"backend.local.replay_head: {choice!r}; known: auto, float32, model")
-        return choice == "float32" or (choice == "auto" and self.rollout_dtype != torch.float32)
+        return replay_head_float32(self.cfg.backend.local.replay_head, self.rollout_dtype)
 
     def exact_replay_batches(self) -> bool:
-        """``backend.local.replay_batching``: exact, padded, or auto (exact on CPU, where the replay then
-        reproduces the sampling pass bit for bit at little cost; padded on a GPU, where batches of one
-        context length make the replay about twice as slow: bench/README.md)."""
-        choice = self.cfg.backend.local.replay_batching
-        if choice not in ("auto", "exact", "padded"):
-            raise ValueError(f"backend.local.replay_batching: {choice!r}; known: auto, exact, padded")
-        return choice == "exact" or (choice == "auto" and self.device.type == "cpu")
+        return exact_replay_batches(self.cfg.backend.local.replay_batching, self.device)
 
     def _rollout_phase(self) -> Any:
         """The context of sampling and replay: the rollout attention on a copy shared with training."""

@@ -42,8 +42,8 @@ def add_parsers(sub: Any) -> None:
     lo.add_argument("--responses", help="take these responses (JSONL, as for credit --data) instead of sampling")
     lo.add_argument("--max-new-tokens", type=int, default=256, help="longest sampled response, in tokens")
     lo.add_argument("--temperature", type=float, default=1.0)
-    lo.add_argument("--dtype", default="auto", help="sampling and replay dtype (auto: as in training; float32 "
-                                                    "removes bf16's rounding floor)")
+    lo.add_argument("--dtype", default="auto", help="sampling and replay dtype (auto: as in training, bf16 where "
+                                                    "native)")
     lo.add_argument("--device", default="auto")
     lo.add_argument("--threads", type=int, default=0, help="CPU threads (0: auto)")
     lo.add_argument("--seed", type=int, default=0)
@@ -88,9 +88,8 @@ def _record_rows(record: str, step: int | None) -> tuple[list[dict[str, Any]], i
 
 
 def _replayed_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from harness.credit.replayed import credit_rows, given_rollouts, load_given, replay_all, score
+    from harness.credit.replayed import credit_rows, given_rollouts, load_given, replay_all, replay_engine, score
     from harness.models import eos_ids, load_model
-    from harness.replay import ReplayEngine
     from tasks.registry import make_task
 
     task = make_task(args.task)
@@ -101,7 +100,7 @@ def _replayed_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     rollouts = given_rollouts(tok, eos, load_given(task, args.data, args.data_dir, limit=args.limit))
     score(task, rollouts)
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]
-    engine = ReplayEngine(loaded.model, pad_id=pad, temperature=args.temperature)
+    engine = replay_engine(loaded.model, pad, args.temperature)
     return credit_rows(task, tok, rollouts, replay_all(engine, task, tok, rollouts))
 
 

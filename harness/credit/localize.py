@@ -14,9 +14,9 @@ the output folder:
 
 The "part its checker reads" is each verdict's character spans: the constraint checker's for
 instruction following, the tags, executed statement or select lists and conditions (parsed by
-sqlglot) for text-to-SQL, the tags or the call block for tool calling. Sampling and replay run in
-the model's rollout dtype (``--dtype``, ``auto`` as in training, where bf16 rounding alone gives a
-relevance of about 0.01 per token; ``float32`` removes that floor at several times the cost).
+sqlglot) for text-to-SQL, the tags or the call block for tool calling. Sampling and replay run as
+in training: in the rollout dtype (``--dtype auto``: bf16 where native), with the default
+``backend.local`` replay options (:func:`harness.credit.replayed.replay_engine`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,15 @@ from typing import Any
 import torch
 
 from harness.credit.figure import concentration_figure
-from harness.credit.replayed import credit_rows, given_rollouts, load_given, replay_all, sampled_rollouts, score
+from harness.credit.replayed import (
+    credit_rows,
+    given_rollouts,
+    load_given,
+    replay_all,
+    replay_engine,
+    sampled_rollouts,
+    score,
+)
 from harness.credit.report import analyse, csv_text, markdown
 from mrbench_core.jsonio import atomic_write_json, atomic_write_text
 
@@ -64,7 +72,6 @@ def run_localize(opts: LocalizeOptions) -> dict[str, Any]:
     from harness.attention import use_for_rollout
     from harness.config import SamplingConfig
     from harness.models import eos_ids, load_model
-    from harness.replay import ReplayEngine
     from harness.system import choose_threads
     from tasks.registry import make_task
 
@@ -92,12 +99,14 @@ def run_localize(opts: LocalizeOptions) -> dict[str, Any]:
         rollouts = sampled_rollouts(model, tok, eos, examples[:opts.n], sampling)
     score(task, rollouts)
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]
-    engine = ReplayEngine(model, pad_id=pad, temperature=opts.temperature)
+    engine = replay_engine(model, pad, opts.temperature)
     relevance = replay_all(engine, task, tok, rollouts)
     rows = credit_rows(task, tok, rollouts, relevance)
     result = analyse(rows)
     result["settings"] = {**asdict(opts), "model_source": loaded.source, "rollout_dtype": str(model.dtype),
-                          "attention": attention, "responses_scored": len(rollouts)}
+                          "attention": attention, "replay_batching": "exact" if engine.exact_batches else "padded",
+                          "replay_head": "float32" if engine.head_float32 else "model",
+                          "responses_scored": len(rollouts)}
     _write(out, opts, rows, rollouts, result)
     return result
 

@@ -92,6 +92,20 @@ def sampled_rollouts(model: Any, tokenizer: Any, eos: Sequence[int], examples: S
     return out
 
 
+def replay_engine(model: Any, pad_id: int, temperature: float) -> ReplayEngine:
+    """A replay engine set as training sets it with the default ``backend.local`` options (batch and
+    chunk sizes, prefix sharing, replay batching and LM head), so the relevance is the one MRTPO
+    would compute for these responses."""
+    from harness.backends.local import exact_replay_batches, replay_head_float32
+    from harness.config import LocalBackendConfig
+
+    opts = LocalBackendConfig()
+    device = next(model.parameters()).device
+    return ReplayEngine(model, opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix, pad_id,
+                        temperature=temperature, head_float32=replay_head_float32(opts.replay_head, model.dtype),
+                        exact_batches=exact_replay_batches(opts.replay_batching, device))
+
+
 def score(task: Any, rollouts: Sequence[Rollout]) -> None:
     for r in rollouts:
         r.verdicts = task.score(r.example, r.text)
