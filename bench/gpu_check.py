@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--share", type=float, default=0.2, help="replayed share of the (response, reward) pairs")
     ap.add_argument("--equality-pairs", type=int, default=16)
     ap.add_argument("--replay-batching", default="padded", choices=["exact", "padded"],
-                    help="batching of the timed replay (backend.local.replay_batching; auto is padded on a GPU)")
+                    help="batching of the timed replay (backend.local.replay_batching)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     device = torch.device(args.device)

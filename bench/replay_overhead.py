@@ -134,7 +134,7 @@ def main() -> None:
     ap.add_argument("--shares", type=float, nargs="+", default=[0.2, 0.5, 1.0],
                     help="replayed shares of the (response, reward) pairs: 20%% (the paper's setting), about 50%% "
                          "(what the main job replays on the generated instruction-following prompts), all")
-    ap.add_argument("--replay-batching", default="auto", choices=["auto", "exact", "padded"],
+    ap.add_argument("--replay-batching", default="padded", choices=["exact", "padded"],
                     help="backend.local.replay_batching")
     ap.add_argument("--dtype", default="auto", help="rollout/replay dtype (auto: bf16 where the CPU has it natively; "
                                                     "float32 reproduces a host without native bf16)")

@@ -73,12 +73,12 @@ def replay_head_float32(choice: str, rollout_dtype: torch.dtype) -> bool:
 
 
 def exact_replay_batches(choice: str, device: torch.device) -> bool:
-    """``backend.local.replay_batching``: exact, padded, or auto (exact on CPU, where the replay then
-    reproduces the sampling pass bit for bit at little cost; padded on a GPU, where batches of one
-    context length make the replay about twice as slow: bench/README.md)."""
-    if choice not in ("auto", "exact", "padded"):
-        raise ValueError(f"backend.local.replay_batching: {choice!r}; known: auto, exact, padded")
-    return choice == "exact" or (choice == "auto" and device.type == "cpu")
+    """``backend.local.replay_batching``: padded (the default) or exact. Exact batches take the bf16
+    relevance floor to 0 but the replay 15-21% longer on CPU and about twice as long on a GPU
+    (bench/README.md), more than the 10% of replay time a default may cost."""
+    if choice not in ("exact", "padded"):
+        raise ValueError(f"backend.local.replay_batching: {choice!r}; known: exact, padded")
+    return choice == "exact"
 
 
 @BACKENDS.register("local")

@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from mrbench_core.jsonio import read_jsonl as read_jsonl_rows
 from tasks.base import DataError
 
 SPLIT_FILES = {
@@ -106,18 +107,10 @@ def read_rows(path: str) -> list[dict[str, Any]]:
 
 
 def read_jsonl(path: str) -> list[dict[str, Any]]:
-    """Rows of a JSON-lines file (blank lines skipped). A line that is not JSON raises
-    :class:`DataError` naming the file and the row (0-based line number). Also reads BFCL's
-    ``.json`` files, which are JSON lines."""
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except ValueError as exc:
-                    raise DataError(f"not JSON: {exc}", path=path, row=i) from exc
-    return rows
+    """Rows of a JSON-lines file (blank lines skipped; a line that is not JSON raises
+    :class:`DataError` naming the file and its line). Also reads BFCL's ``.json`` files, which are
+    JSON lines."""
+    return read_jsonl_rows(path, objects=False)
 
 
 def split_file(data_dir: str, split: str) -> str:
