@@ -157,12 +157,12 @@ def test_bad_json_line_names_the_file_and_row(tmp_path):
     (tmp_path / "possible_answer").mkdir()
     good = {"id": "simple_python_0", "question": [[{"role": "user", "content": "hi"}]], "function": []}
     (tmp_path / "BFCL_v4_simple_python.json").write_text(json.dumps(good) + "\n\n{not json\n")
-    with pytest.raises(DataError, match=r"BFCL_v4_simple_python\.json, row 2: not JSON"):
+    with pytest.raises(DataError, match=r"BFCL_v4_simple_python\.json, row 3: not valid JSON"):  # line 3
         EVAL.cases(data_dir=str(tmp_path), categories=["simple_python"])
     # the ToolRL reader shares the JSON-lines rule
     bad = tmp_path / "rows.jsonl"
     bad.write_text('{"id": 1}\n[oops\n')
-    with pytest.raises(DataError, match=r"rows\.jsonl, row 1: not JSON"):
+    with pytest.raises(DataError, match=r"rows\.jsonl, row 2: not valid JSON"):
         read_rows(str(bad))
 
 
