@@ -194,5 +194,5 @@ def test_argv_maps_the_run_config(tmp_path, recipe, overrides, expect):
 def test_update_stats_feed_the_local_row_keys():
     stats = update_stats({"policy_loss": 0.3, "kl": 0.02, "ppo_clip_ratio": 0.1, "entropy_loss": 1.5,
                           "actor_grad_norm": 4.0, "generated_samples": ["text", 1.0]})
-    assert stats["tokens"] == 1 and stats["loss"] == 0.3 and stats["clipped"] == 0.1 and stats["grad_norm"] == 4.0
-    assert math.isnan(stats["ratio_max"]) and math.isnan(update_stats({})["grad_norm"])
+    assert stats.tokens == 1 and stats.loss == 0.3 and stats.clipped == 0.1 and stats.grad_norm == 4.0
+    assert math.isnan(stats.ratio_max) and math.isnan(update_stats({}).grad_norm)

@@ -18,13 +18,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 
+@dataclass
+class UpdateStats:
+    """What one step's update reports: sums over its tokens (loss, clipped tokens, KL, entropy, the
+    algorithm's own loss term), the number of tokens, the largest gradient norm and ratio."""
+
+    loss: float = 0.0
+    tokens: int = 0
+    clipped: float = 0.0
+    kl: float = 0.0
+    entropy: float = 0.0
+    grad_norm: float = 0.0
+    ratio_max: float = 1.0
+    extra_loss: float = 0.0
+
+
 def step_row(n: int, rollouts: Sequence[Any], rewards: torch.Tensor, mask: torch.Tensor, adv: torch.Tensor,
-             rep: Any, upd: dict[str, float], algo_metrics: dict[str, float], format_reward: str | None,
+             rep: Any, upd: UpdateStats, algo_metrics: dict[str, float], format_reward: str | None,
              with_entropy: bool, family: Callable[[str], str] | None = None) -> dict[str, Any]:
     """``family`` (the task's ``reward_family``) names the key each reward is averaged under, so that
     per-example reward names (ifollow's ``c3:punctuation:no_comma``) aggregate by type across steps."""
@@ -47,14 +63,14 @@ def step_row(n: int, rollouts: Sequence[Any], rewards: torch.Tensor, mask: torch
     row["reward_pairs"] = rep.pairs_total
     row["replay_share"] = rep.pairs_replayed / rep.pairs_total if rep.pairs_total else 0.0
     row["replay_sequences"] = rep.sequences
-    tokens = max(int(upd["tokens"]), 1)
+    tokens = max(int(upd.tokens), 1)
     row["adv_abs_mean"] = float(adv[mask].abs().mean()) if bool(mask.any()) else 0.0
     row["adv_nonzero_tokens"] = int((adv[mask] != 0).sum())
-    row.update(loss=upd["loss"], kl=upd["kl"] / tokens, clip_fraction=upd["clipped"] / tokens,
-               entropy=upd["entropy"] / tokens if with_entropy else None,
-               grad_norm=upd["grad_norm"], ratio_max=upd["ratio_max"])
-    if upd["opsd"]:
-        row["opsd_loss"] = upd["opsd"]
+    row.update(loss=upd.loss, kl=upd.kl / tokens, clip_fraction=upd.clipped / tokens,
+               entropy=upd.entropy / tokens if with_entropy else None,
+               grad_norm=upd.grad_norm, ratio_max=upd.ratio_max)
+    if upd.extra_loss:
+        row["opsd_loss"] = upd.extra_loss
     for key, value in algo_metrics.items():
         row[f"algo/{key}"] = value
     return row

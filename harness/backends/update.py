@@ -17,6 +17,7 @@ import torch
 
 from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
 from harness.backends.rollout import Rollout
+from harness.backends.step_metrics import UpdateStats
 from harness.replay import decoder_and_head, head_logits
 from harness.replay_builders import ReplayResult
 
@@ -34,7 +35,7 @@ class PolicyUpdate:
 
     # -- the update ----------------------------------------------------------------------------------
     def _update(self, rollouts: list[Rollout], adv: torch.Tensor, T: int, algo: Any, rep: ReplayResult,
-                opt: Any, params: list[Any]) -> dict[str, float]:
+                opt: Any, params: list[Any]) -> UpdateStats:
         o = self.cfg.optim
         B = len(rollouts)
         order = list(range(B))
@@ -51,8 +52,7 @@ class PolicyUpdate:
                     for i, j in enumerate(idx):
                         old[j] = lp[i]
         want_ref = o.kl_coef > 0
-        tot = {"loss": 0.0, "tokens": 0, "clipped": 0, "kl": 0.0, "entropy": 0.0, "grad_norm": 0.0,
-               "ratio_max": 1.0, "opsd": 0.0}
+        tot = UpdateStats()
         self.policy.train()
         for mini in minis:
             n_tok = sum(len(rollouts[j].response_ids) for j in mini)
@@ -70,19 +70,19 @@ class PolicyUpdate:
                 if algo.has_loss and rep.teacher_hidden is not None:  # the coefficient is the algorithm's own
                     d = self._opsd_loss(algo, logits, mb, idx, rep) * (int(mb.response_mask.sum()) / max(n_tok, 1))
                     loss = loss + d
-                    tot["opsd"] += float(d.detach())
+                    tot.extra_loss += float(d.detach())
                 loss.backward()
-                tot["loss"] += float(loss.detach())
-                tot["clipped"] += terms.clipped
-                tot["kl"] += terms.kl_sum
-                tot["entropy"] += terms.entropy_sum
-                tot["ratio_max"] = max(tot["ratio_max"], terms.ratio_max)
-            tot["tokens"] += n_tok
+                tot.loss += float(loss.detach())
+                tot.clipped += terms.clipped
+                tot.kl += terms.kl_sum
+                tot.entropy += terms.entropy_sum
+                tot.ratio_max = max(tot.ratio_max, terms.ratio_max)
+            tot.tokens += n_tok
             if o.grad_clip and o.grad_clip > 0:
                 norm = torch.nn.utils.clip_grad_norm_(params, o.grad_clip)
             else:
                 norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params if p.grad is not None))
-            tot["grad_norm"] = max(tot["grad_norm"], float(norm))
+            tot.grad_norm = max(tot.grad_norm, float(norm))
             opt.step()
         opt.zero_grad(set_to_none=True)
         return tot

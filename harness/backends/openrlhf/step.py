@@ -22,7 +22,7 @@ from torch import Tensor
 from harness.backends.openrlhf.frame import scatter_rows, split_sequence
 from harness.backends.openrlhf.labels import decode_label
 from harness.backends.rollout import Rollout, batch_tensors, reward_lows
-from harness.backends.step_metrics import step_row
+from harness.backends.step_metrics import UpdateStats, step_row
 from harness.replay_builders import ReplayResult
 
 
@@ -102,7 +102,7 @@ def write_advantages(experiences: Sequence[Any], adv: Tensor) -> None:
         exp.info = {k: v for k, v in exp.info.items() if isinstance(v, Tensor) and v.dim() >= 1 and v.shape[0] == b}
 
 
-def update_stats(status: dict[str, Any]) -> dict[str, float]:
+def update_stats(status: dict[str, Any]) -> UpdateStats:
     """OpenRLHF's training status as the update statistics :func:`step_row` reads: the policy loss,
     the KL (OpenRLHF's per-token mean), the clipped share, the entropy and the gradient norm. The
     largest ratio is not reported by OpenRLHF (NaN)."""
@@ -110,9 +110,8 @@ def update_stats(status: dict[str, Any]) -> dict[str, float]:
         value = status.get(key, default)
         return float(value) if isinstance(value, (int, float)) else default
 
-    return {"tokens": 1, "loss": num("policy_loss"), "kl": num("kl"), "clipped": num("ppo_clip_ratio"),
-            "entropy": num("entropy_loss"), "grad_norm": num("actor_grad_norm", math.nan), "ratio_max": math.nan,
-            "opsd": 0.0}
+    return UpdateStats(tokens=1, loss=num("policy_loss"), kl=num("kl"), clipped=num("ppo_clip_ratio"),
+                       entropy=num("entropy_loss"), grad_norm=num("actor_grad_norm", math.nan), ratio_max=math.nan)
 
 
 def metrics_row(n: int, batch: StepBatch, status: dict[str, Any], task: Any, with_entropy: bool) -> dict[str, Any]:
