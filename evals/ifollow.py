@@ -30,6 +30,7 @@ from typing import Any
 from evals.base import EvalCase, EvalReport, Evaluator
 from evals.ifollow_judge import AdvancedIFEvaluator, Judge, register_judge
 from evals.registry import EVALUATORS
+from mrbench_core.errors import response_text
 from mrbench_core.jsonio import iter_jsonl
 from tasks.base import DataError
 from tasks.ifollow.constraints import check
@@ -97,7 +98,7 @@ class _InstructionListEvaluator(Evaluator):
         n_inst = strict_inst = loose_inst = strict_prompt = loose_prompt = 0
         for case in cases:
             response = responses.get(case.id)
-            text = response if isinstance(response, str) else ""
+            text = response_text(response)
             strict, loose = [], []
             for cid, kw in case.meta["constraints"]:
                 s = check(cid, text, kw, prompt=case.meta.get("prompt")).ok
@@ -207,7 +208,7 @@ class MulDimIFEvaluator(Evaluator):
         n_con = ok_con = ok_rows = 0
         for case in cases:
             response = responses.get(case.id)
-            text = response if isinstance(response, str) else ""
+            text = response_text(response)
             results = [check(cid, text, kw) for cid, kw in case.meta["constraints"]]
             flags = [r.ok for r in results]
             correct = all(flags)

@@ -1,6 +1,14 @@
-"""Errors shared by every layer."""
+"""Errors shared by every layer, and the one coercion of model output to text."""
 
 from __future__ import annotations
+
+
+def response_text(response: object) -> str:
+    """A model response as text, whatever a file or a caller passed: None is the empty response, a
+    non-string is its ``str``. Verifiers use it so that they never raise on model output."""
+    if isinstance(response, str):
+        return response
+    return "" if response is None else str(response)
 
 
 class DataError(ValueError):

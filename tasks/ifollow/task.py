@@ -31,6 +31,7 @@ import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from mrbench_core.errors import response_text
 from mrbench_core.seeds import DEV_PROMPTS, HELDOUT_PROMPTS, TRAIN_PROMPTS
 from tasks.base import DataError, Example, Message, ReplayContexts, RewardSpec, Task, Verdict
 from tasks.ifollow.constraints import check
@@ -130,7 +131,7 @@ class InstructionFollowingTask(Task):
         sentences = example.meta.get("sentences") or []
         out = []
         for k, (cid, kw) in enumerate(example.meta["constraints"]):
-            result = check(cid, response if isinstance(response, str) else "", kw, loose=self.loose, prompt=prompt)
+            result = check(cid, response_text(response), kw, loose=self.loose, prompt=prompt)
             block = sentences[k] if k < len(sentences) else None
             out.append(Verdict(reward=reward_name(k, cid), value=1.0 if result.ok else 0.0, reason=result.reason,
                                block=block, spans=list(result.spans),

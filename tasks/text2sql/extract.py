@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from mrbench_core.errors import response_text
 from tasks.text2sql.sqltext import first_statement, split_statements
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
@@ -52,7 +53,7 @@ class FormatCheck:
 
 def check_format(response: str) -> FormatCheck:
     """The format reward's check (see the module docstring). Never raises."""
-    text = response if isinstance(response, str) else ""
+    text = response_text(response)
     spans: list[Span] = []
     positions: list[int] = []
     for tag in TAGS:
@@ -111,7 +112,7 @@ def _answer_region(text: str) -> Span | None:
 
 def extract_answer_sql(response: str) -> FoundSQL | None:
     """Training rule: the first sql block inside <answer> (None: the response holds no SQL)."""
-    text = response if isinstance(response, str) else ""
+    text = response_text(response)
     region = _answer_region(text)
     if region is None:
         return None
@@ -123,7 +124,7 @@ def extract_answer_sql(response: str) -> FoundSQL | None:
 
 def extract_sql_lenient(response: str) -> FoundSQL | None:
     """Evaluation rule for raw model text (see the module docstring); None when nothing is found."""
-    text = response if isinstance(response, str) else ""
+    text = response_text(response)
     found = extract_answer_sql(text)
     if found is not None:
         return found

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mrbench_core.errors import response_text
 from tasks.base import Verdict
 from tasks.text2sql import templates
 from tasks.text2sql.extract import FoundSQL, check_format, extract_answer_sql
@@ -56,7 +57,7 @@ def execution_spans(found: FoundSQL) -> list[tuple[int, int]]:
 def score_response(meta: dict[str, Any], response: str, sandbox: Sandbox,
                    cache: ReferenceCache) -> list[Verdict]:
     """The three verdicts for one response. Never raises on ``response``."""
-    text = response if isinstance(response, str) else ""
+    text = response_text(response)
     fmt = check_format(text)
     format_v = Verdict("format", 1.0 if fmt.ok else 0.0, fmt.reason, block=templates.FORMAT_BLOCK,
                        spans=fmt.tag_spans, detail={"ok": fmt.ok})

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from mrbench_core.errors import response_text
 from tasks.base import DataError, Example, RewardSpec, Task, Verdict
 from tasks.registry import TASKS
 from tasks.toolcall import demo, templates
@@ -108,8 +109,7 @@ class ToolCallTask(Task):
 
     def score(self, example: Example, response: str) -> list[Verdict]:
         """[format verdict, correctness verdict]. Never raises on ``response``."""
-        if not isinstance(response, str):
-            response = "" if response is None else str(response)
+        response = response_text(response)
         fmt = format_reward(response, example.meta["kind"])
         cor = correctness_reward(response, _calls(example))
         return [

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mrbench_core.errors import response_text
 from mrbench_core.registry import Registry
 
 
@@ -94,8 +95,7 @@ def check(cid: str | ConstraintType, response: str, kwargs: Mapping[str, Any] | 
     from tasks.ifollow.textutil import loose_variants
 
     ctype = cid if isinstance(cid, ConstraintType) else get_constraint(cid)
-    if not isinstance(response, str):
-        response = "" if response is None else str(response)
+    response = response_text(response)
     kw = clean_kwargs(kwargs)
     if ctype.needs_prompt and prompt is not None:
         kw.setdefault("__prompt__", prompt)
