@@ -14,7 +14,7 @@ so a per-constraint reward of instruction following is aggregated by constraint 
 - ``credit/<r>/replay_share``: the share of (response, r) pairs replayed (relevance computed);
 - MRTPO family, over the replayed pairs: ``credit/<r>/q_mean`` (mean relevance q over valid
   tokens), ``credit/<r>/top80_share`` (the share of a response's tokens that hold 80% of reward r's
-  Eq. 6 weight: 0.8 when uniform, lower when concentrated), and where the verifier reports the
+  Eq. 6 weight: ceil(0.8 T) / T when uniform, lower when concentrated), and where the verifier reports the
   characters it read, ``credit/<r>/read_mass`` (the share of reward r's credit mass |A_r,t| on the
   tokens it read) beside ``credit/<r>/read_tokens`` (the share of tokens read: the uniform baseline).
 """

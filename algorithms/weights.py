@@ -126,7 +126,8 @@ def normalise_weights(spec: Any) -> tuple[float, ...] | dict[str, Any] | None:
             try:
                 spec = yaml.safe_load(spec)
             except yaml.YAMLError as exc:
-                raise WeightsError(f"weights: not JSON or YAML: {exc}") from None
+                first = str(exc).strip().splitlines()[0]
+                raise WeightsError(f"weights: not JSON or YAML ({first}): {spec!r}") from None
     if isinstance(spec, Mapping):
         out = {}
         for name, value in spec.items():

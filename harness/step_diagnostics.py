@@ -51,6 +51,7 @@ def step_diagnostics(algo: Any, batch: Any, rollouts: Sequence[Any], tokenizer: 
     ids, names = name_index([[family(n) for n in r.example.reward_names] for r in rollouts], K)
     contributions = reward_contributions(algo, batch)
     read = known = None
-    if contributions is not None and contributions.w is not None and batch.relevance is not None:
+    if tokenizer is not None and contributions is not None and contributions.w is not None \
+            and batch.relevance is not None:
         read, known = read_masks(rollouts, tokenizer, K, T)
     return batch_diagnostics(batch, ids, names, contributions, read, known)
