@@ -31,7 +31,11 @@ def metric_key(key: str) -> str:
     directory of that name), and characters MLflow does not accept become ``_``."""
     if reward_mean_name(key) is not None:
         key = f"{key}/mean"
-    return re.sub(r"[^\w\-. /:]", "_", key)
+    return _allowed(key)
+
+
+def _allowed(name: str) -> str:
+    return re.sub(r"[^\w\-. /:]", "_", name)
 
 
 def tracking_uri(info: RunInfo | None = None) -> str | None:
@@ -78,7 +82,7 @@ class MLflowLogger(Logger):
             tags["group"] = info.group
         run = self.client.create_run(exp_id, run_name=info.name, tags=tags)
         self.run_id = run.info.run_id
-        params = [Param(k, str(v)[:PARAM_MAX]) for k, v in flat_config(info.config).items()]
+        params = [Param(_allowed(k), str(v)[:PARAM_MAX]) for k, v in flat_config(info.config).items()]
         for i in range(0, len(params), PARAM_BATCH):
             self.client.log_batch(self.run_id, params=params[i:i + PARAM_BATCH])
         return self.run_id
