@@ -85,6 +85,7 @@ def run(cfg: RunConfig) -> int:
         summary["wall_seconds"] = round(time.time() - t0, 1)
         rec.finish(summary)
         if loggers:
+            loggers.catch_up(rec.metrics())
             loggers.benchmarks(eval_results)
             loggers.close(summary)
         if not cfg.output.keep_checkpoint and rec.checkpoint_dir.exists():

@@ -151,6 +151,11 @@ class LoggerSet:
                 self._failed(logger, "start", exc)
                 continue
             self._save()
+        self.catch_up(rows)
+
+    def catch_up(self, rows: list[dict[str, Any]]) -> None:
+        """Log the rows a logger has not logged yet (a backend writing its rows from another process,
+        such as the openrlhf backend's Ray trainer, reaches the loggers this way when training ends)."""
         for row in rows:
             self.metrics(row)
 
