@@ -170,7 +170,7 @@ class GDPOConfig(AggregateConfig):
     """GDPO: ``weights`` = c_k: a list (one per reward column), or reward name -> number or schedule
     over steps (constant, linear, cosine, step; :mod:`algorithms.weights`); None = all 1."""
 
-    weights: Any = None
+    weights: tuple[float, ...] | dict[str, Any] | str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

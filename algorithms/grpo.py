@@ -27,7 +27,7 @@ class GRPOConfig:
     schedule over steps (constant, linear, cosine, step; :mod:`algorithms.weights`); None = all 1."""
 
     eps: float = 1e-6
-    weights: Any = None
+    weights: tuple[float, ...] | dict[str, Any] | str | None = None
 
     def __post_init__(self) -> None:
         check(self.eps >= 0, f"eps must be >= 0, got {self.eps}")

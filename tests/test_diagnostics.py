@@ -42,7 +42,7 @@ def test_gdpo_contributions_group_shares_and_std_by_hand():
     assert out["reward/format/weight"] == 1.0
     assert out["credit/format/replay_share"] == 0.0
     # the parts add up to the advantage (the paper's rescale has no shift)
-    adv, _ = algo.advantages(batch)
+    adv = algo.token_advantages(batch)
     assert torch.allclose(reward_contributions(algo, batch).per_token.sum(1), adv, atol=1e-6)
 
 
@@ -51,7 +51,7 @@ def test_grpo_parts_add_up_to_its_advantage():
     batch = RolloutBatch(rewards=rewards, group_ids=torch.tensor([0, 0, 0, 0]), response_mask=_mask([2, 3, 1, 2], 3))
     algo = get_algorithm("grpo")
     parts = reward_contributions(algo, batch).per_token
-    assert torch.allclose(parts.sum(1), algo.advantages(batch)[0], atol=1e-6)
+    assert torch.allclose(parts.sum(1), algo.token_advantages(batch), atol=1e-6)
     # reward 0's part of response 0: (1 - mean(1, 0, 1, 0)) / std(S), S = [1.5, 0, 2, 1]
     std_s = torch.tensor([1.5, 0.0, 2.0, 1.0]).std().item()
     assert parts[0, 0, 0].item() == pytest.approx(0.5 / (std_s + 1e-6))
@@ -69,7 +69,7 @@ def test_mrtpo_credit_mass_on_read_tokens_relevance_and_concentration_by_hand():
     assert torch.allclose(c.w[:, 0], w)
     scale = 1.0 + 1e-6
     assert torch.allclose(c.per_token[:, 0], torch.tensor([[A], [-A]]) / scale * w, atol=1e-6)
-    assert torch.allclose(c.per_token.sum(1), algo.advantages(batch)[0], atol=1e-6)
+    assert torch.allclose(c.per_token.sum(1), algo.token_advantages(batch), atol=1e-6)
     read = torch.tensor([[[True, False, False, False]], [[False, False, True, True]]])
     ids, names = name_index([["correctness"]] * 2, 1)
     out = batch_diagnostics(batch, ids, names, c, read, torch.ones(2, 1, dtype=torch.bool))

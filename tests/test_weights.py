@@ -47,10 +47,10 @@ def test_linear_over_five_steps_logs_the_five_weights_and_the_advantages_use_the
         out = batch_diagnostics(batch, ids, names, reward_contributions(scheduled, batch))
         logged.append(out["reward/format/weight"])
         fixed = get_algorithm(algo, weights=[w, 1.0], **extra)
-        assert torch.allclose(scheduled.advantages(batch)[0], fixed.advantages(batch)[0]), (n, w)
+        assert torch.allclose(scheduled.token_advantages(batch), fixed.token_advantages(batch)), (n, w)
     assert logged == pytest.approx([1.0, 0.8, 0.6, 0.4, 0.2])
-    assert not torch.allclose(get_algorithm(algo, **extra).advantages(_batch(4))[0],
-                              scheduled.advantages(_batch(4))[0])  # the weights matter on this batch
+    assert not torch.allclose(get_algorithm(algo, **extra).token_advantages(_batch(4)),
+                              scheduled.token_advantages(_batch(4)))  # the weights matter on this batch
 
 
 @pytest.mark.parametrize("spec, message", [
