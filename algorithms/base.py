@@ -54,6 +54,10 @@ class RolloutBatch:
 
     - ``reward_low[K]``: the declared lower bound of each reward column (NaN = undeclared); SAW
       shifts rewards that can be negative by it, as the public SAW code does.
+    - ``reward_names[K]``: the name of each reward column when every response agrees on it (text2sql,
+      toolcall; None where names vary per prompt, as in instruction following), for weights by name.
+    - ``total_steps``: the run's planned number of steps (the horizon of a reward-weight schedule
+      that gives none of its own, :mod:`algorithms.weights`).
     """
 
     rewards: Tensor
@@ -64,6 +68,8 @@ class RolloutBatch:
     joint_relevance: Tensor | None = None
     logprob_delta: Tensor | None = None
     reward_low: Tensor | None = None
+    reward_names: tuple[str, ...] | None = None
+    total_steps: int | None = None
 
     def __post_init__(self) -> None:
         if self.rewards.dim() != 2:
@@ -85,6 +91,8 @@ class RolloutBatch:
                 raise ValueError(f"{field_name} must have shape {shape}, got {tuple(value.shape)}")
         if self.step < 0:
             raise ValueError(f"step must be >= 0, got {self.step}")
+        if self.reward_names is not None and len(self.reward_names) != K:
+            raise ValueError(f"reward_names must have K={K} entries, got {len(self.reward_names)}")
 
     @property
     def num_responses(self) -> int:

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from algorithms.base import (
     Algorithm,
+    ConfigError,
     RolloutBatch,
     broadcast_to_tokens,
     check,
@@ -44,6 +46,7 @@ from algorithms.base import (
     sample_std,
 )
 from algorithms.registry import ALGORITHMS
+from algorithms.weights import WeightsError, normalise_weights, weights_at
 
 RESCALE_MODES = ("paper", "verl", "trl", "none")
 DEFAULT_RESCALE_EPS = {"paper": 1e-6, "verl": 1e-8, "trl": 1e-4, "none": 0.0}
@@ -164,23 +167,25 @@ class Reweighter(Algorithm):
 
 @dataclass
 class GDPOConfig(AggregateConfig):
-    """GDPO: ``weights`` = c_k per reward column (None = all 1)."""
+    """GDPO: ``weights`` = c_k: a list (one per reward column), or reward name -> number or schedule
+    over steps (constant, linear, cosine, step; :mod:`algorithms.weights`); None = all 1."""
 
-    weights: tuple[float, ...] | None = None
+    weights: tuple[float, ...] | dict[str, Any] | str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.weights is not None:
-            self.weights = tuple(float(w) for w in self.weights)
+        try:
+            self.weights = normalise_weights(self.weights)
+        except WeightsError as exc:
+            raise ConfigError(str(exc)) from None
 
 
-def column_weights(weights: tuple[float, ...] | None, K: int, like: Tensor) -> Tensor:
-    """The configured c_k as a tensor [K] (all ones when None); a length mismatch is an error."""
-    if weights is None:
-        return torch.ones(K, dtype=torch.float32, device=like.device)
-    if len(weights) != K:
-        raise ValueError(f"weights has {len(weights)} entries but the batch has K={K} rewards")
-    return torch.tensor(weights, dtype=torch.float32, device=like.device)
+def column_weights(weights: Any, K: int, like: Tensor, batch: RolloutBatch | None = None) -> Tensor:
+    """The c_k in force as a tensor [K] (all ones when None); a length mismatch is an error. A
+    schedule or a mapping by name is evaluated at ``batch``'s step and column names."""
+    if batch is None:
+        return weights_at(weights, K, 0, None, None, like)
+    return weights_at(weights, K, batch.step, batch.total_steps, batch.reward_names, like)
 
 
 @ALGORITHMS.register("gdpo")
@@ -196,10 +201,10 @@ class GDPO(Reweighter):
 
     def aggregate(self, batch: RolloutBatch) -> Aggregate:
         A = self.group_advantages(batch).to(torch.float32)
-        c = column_weights(self.config.weights, batch.num_rewards, A)
+        c = column_weights(self.config.weights, batch.num_rewards, A, batch)
         B = batch.num_responses
         return Aggregate(A * c, torch.ones(B, device=A.device), torch.ones(B, dtype=torch.bool, device=A.device))
 
     def reward_weights(self, batch: RolloutBatch) -> Tensor | None:
-        return column_weights(self.config.weights, batch.num_rewards, batch.rewards)
+        return column_weights(self.config.weights, batch.num_rewards, batch.rewards, batch)
 

@@ -1,6 +1,7 @@
 """GRPO as the paper uses it: a group z-score of the summed reward, no batch rescale.
 
-S_raw^{(j)} = sum over the rewards present for response j (NaN rewards are absent, not 0);
+S_raw^{(j)} = sum_k c_k r_k over the rewards present for response j (NaN rewards are absent, not 0;
+c_k = 1 unless ``weights`` sets them, constants or schedules over steps, :mod:`algorithms.weights`);
 A^{(j)} = (S_raw^{(j)} - mu_g) / (sigma_g + eps) with the group's mean and SAMPLE std (Eq. 1);
 every valid token of response j gets A^{(j)}. A response with no present reward is left out of its
 group's statistics and gets 0; a group of one or with a constant sum gets 0.
@@ -9,22 +10,31 @@ group's statistics and gets 0; a group of one or with a constant sum gets 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from algorithms.base import Algorithm, RolloutBatch, broadcast_to_tokens, check, group_standardise
+from algorithms.base import Algorithm, ConfigError, RolloutBatch, broadcast_to_tokens, check, group_standardise
 from algorithms.registry import ALGORITHMS
+from algorithms.weights import WeightsError, normalise_weights, weights_at
 
 
 @dataclass
 class GRPOConfig:
-    """eps: Eq. 1 denominator epsilon."""
+    """eps: Eq. 1 denominator epsilon.
+    weights: c_k of the summed reward: a list (one per reward column), or reward name -> number or
+    schedule over steps (constant, linear, cosine, step; :mod:`algorithms.weights`); None = all 1."""
 
     eps: float = 1e-6
+    weights: tuple[float, ...] | dict[str, Any] | str | None = None
 
     def __post_init__(self) -> None:
         check(self.eps >= 0, f"eps must be >= 0, got {self.eps}")
+        try:
+            self.weights = normalise_weights(self.weights)
+        except WeightsError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 def summed_rewards(rewards: Tensor) -> Tensor:
@@ -41,9 +51,17 @@ class GRPO(Algorithm):
     name = "grpo"
     config_class = GRPOConfig
 
+    def reward_weights(self, batch: RolloutBatch) -> Tensor:
+        """c[K] in force at the batch's step."""
+        return weights_at(self.config.weights, batch.num_rewards, batch.step, batch.total_steps,
+                          batch.reward_names, batch.rewards)
+
     def response_advantages(self, batch: RolloutBatch) -> Tensor:
-        """[B] group z-scores of the summed reward."""
-        return group_standardise(summed_rewards(batch.rewards.float()), batch.group_ids, self.config.eps)
+        """[B] group z-scores of the (weighted) summed reward."""
+        rewards = batch.rewards.float()
+        if self.config.weights is not None:
+            rewards = rewards * self.reward_weights(batch)
+        return group_standardise(summed_rewards(rewards), batch.group_ids, self.config.eps)
 
     def token_advantages(self, batch: RolloutBatch) -> Tensor:  # logs the default mean |A|
         return broadcast_to_tokens(self.response_advantages(batch), batch.response_mask)

@@ -180,7 +180,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from harness.sweep.command import cmd_sweep as run_sweep
 
     return run_sweep(SweepOptions(grid=args.grid, executor=args.executor, jobs=args.jobs, address=args.address,
-                                  retries=args.retries, only=args.only, dry_run=args.dry_run, status=args.status))
+                                  retries=args.retries, only=args.only, dry_run=args.dry_run, status=args.status,
+                                  loggers=args.loggers))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -292,6 +293,8 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
                     "ray: most cells in flight (default: as Ray's resources allow)")
     sw.add_argument("--address", help="ray: the cluster to join (default: start a local Ray instance)")
     sw.add_argument("--retries", type=int, default=0, help="rerun a failed cell up to this many times")
+    sw.add_argument("--loggers", metavar="NAMES", help="every cell also logs to these (tensorboard, wandb, mlflow; "
+                    "comma-separated), one logger run per cell grouped by the sweep's name (docs/logging.md)")
     sw.add_argument("--only", nargs="+", metavar="GLOB", help="only the cells whose record path below the "
                     "root matches, e.g. 'ifollow/mrtpo/*'")
     mode = sw.add_mutually_exclusive_group()

@@ -181,6 +181,14 @@ class ScheduleConfig:
     eval_data_dir: str | None = setting(None, help="dataset root of the end-of-run benchmarks (null: each "
                                                    "benchmark's default, or the task's data for its own)")
     log_samples: int = setting(4, help="responses per step written to samples.jsonl")
+    no_signal_steps: int = setting(2, help="warn after this many consecutive steps in which no reward varies "
+                                           "within any group (no learning signal; docs/logging.md)")
+    stop_without_signal: bool = setting(False, help="stop the run (checkpoint, evaluate, finish) when it warns "
+                                                    "of no learning signal")
+
+    def __post_init__(self) -> None:
+        if self.no_signal_steps < 1:
+            raise ConfigError(f"schedule.no_signal_steps: must be >= 1, got {self.no_signal_steps}")
 
 
 @dataclass
@@ -191,6 +199,10 @@ class OutputConfig:
                                                 "run has finished")
     credit_groups: int = setting(1, help="groups per step whose per-token credit (tokens, q and w per reward, "
                                          "advantage) goes to credit.jsonl (0: off)")
+    loggers: list[str] | str = setting(factory=list, help="also log to: any of tensorboard, wandb, mlflow, "
+                                                          "comma-separated (docs/logging.md)")
+    logger_group: str | None = setting(None, help="group of the logger runs (W&B group, MLflow experiment; "
+                                                  "mrbench sweep sets the sweep's name)")
 
 
 @dataclass

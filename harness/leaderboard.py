@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from harness.metric_names import reward_mean_name
 from harness.records import RecordError, atomic_write_text, find_records, load_record
 
 
@@ -29,8 +30,8 @@ def _headline(record: dict[str, Any]) -> dict[str, float]:
     metrics = record.get("metrics") or []
     if metrics:
         for key, value in metrics[-1].items():
-            if key.startswith("reward/") and isinstance(value, (int, float)):
-                out[f"train/{key[len('reward/'):]}"] = float(value)
+            if reward_mean_name(key) is not None and isinstance(value, (int, float)):
+                out[f"train/{reward_mean_name(key)}"] = float(value)
     return out
 
 

@@ -7,7 +7,9 @@ that replay and whatever else the algorithm declares (``Backend.unsupported``), 
 settings (``Backend.refuses``); each end-of-run benchmark evaluates this task (another task's
 benchmark only with ``schedule.eval_other_tasks: true``); this machine has what the backend
 needs to train (``Backend.missing``; skipped by a dry run). The benchmarks default to the task's
-own (``Task.default_benchmarks``).
+own (``Task.default_benchmarks``). Reward weights by name (``--algo.weights``) must name rewards
+of the task; each logger of ``--output.loggers`` must be able to start (its library installed,
+its tracking URI usable).
 """
 
 from __future__ import annotations
@@ -79,6 +81,21 @@ def plan_benchmarks(task: Any, cfg: Any) -> dict[str, str | None]:
     return chosen
 
 
+def check_weights(task: Any, algorithm: Any, cfg: Any) -> None:
+    """Weights by reward name must name rewards the task emits (a list is checked against K at the step)."""
+    from algorithms.weights import weight_names
+
+    config = getattr(getattr(algorithm, "aggregator", None), "config", None) or algorithm.config
+    named = weight_names(getattr(config, "weights", None))
+    if not named:
+        return
+    known = [spec.name for spec in task.reward_specs()]
+    for name in named:
+        if name not in known:
+            raise PreflightError(f"--algo.weights: unknown reward {name!r} for task {cfg.task.name!r}; known rewards: "
+                                 f"{', '.join(known) or '(none declared)'}")
+
+
 def preflight(cfg: Any, environment: bool = True) -> Plan:
     """Resolve and check everything a run needs except the model; raise :class:`PreflightError`.
     ``environment=False`` (a dry run) skips what only training needs: the backend's
@@ -86,6 +103,7 @@ def preflight(cfg: Any, environment: bool = True) -> Plan:
     from algorithms.base import ConfigError
     from algorithms.registry import get_algorithm
     from harness.backends import BACKENDS
+    from harness.loggers import LoggerError, check_loggers
     from tasks.registry import make_task
 
     try:
@@ -93,11 +111,13 @@ def preflight(cfg: Any, environment: bool = True) -> Plan:
         algorithm = get_algorithm(cfg.algo.name, **cfg.algo.params)
         backend_class = BACKENDS.get(cfg.backend.name)
         check_replay(task, algorithm, backend_class, cfg)
+        check_weights(task, algorithm, cfg)
         benchmarks = plan_benchmarks(task, cfg)
+        check_loggers(cfg)
         lacking = backend_class.missing(cfg) if environment else None
         if lacking:
             raise PreflightError(f"--backend {cfg.backend.name}: {lacking}")
-    except (UnknownNameError, RegistryError, ConfigError) as exc:
+    except (UnknownNameError, RegistryError, ConfigError, LoggerError) as exc:
         raise PreflightError(str(exc)) from exc
     except TypeError as exc:  # a task option its constructor does not take
         raise PreflightError(f"--task.options: {exc}") from exc

@@ -28,7 +28,7 @@ import os
 import platform
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,7 @@ def library_versions() -> dict[str, str | None]:
 
 #: config fields that say how a run executes, not what it computes: resuming a record with other
 #: values is allowed (a sweep gives each parallel job its share of the cores)
-EXECUTION_FIELDS = (("backend", "local", "threads"),)
+EXECUTION_FIELDS = (("backend", "local", "threads"), ("output", "loggers"), ("output", "logger_group"))
 
 
 def config_identity(config: dict[str, Any]) -> dict[str, Any]:
@@ -145,6 +145,8 @@ class RunRecord:
 
     path: Path
     _lock_fh: Any = None
+    #: told of every metrics row and sample row after it is written (the loggers, harness/loggers/)
+    observers: list[Any] = field(default_factory=list)
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -249,6 +251,8 @@ class RunRecord:
         if rows and row["step"] <= rows[-1]["step"]:
             raise RecordError(f"{self.path / 'metrics.jsonl'}: step {row['step']} after step {rows[-1]['step']}")
         self._write_jsonl("metrics.jsonl", rows + [row])
+        for observer in self.observers:
+            observer.metrics(row)
 
     def truncate_metrics(self, last_step: int) -> None:
         """Drop metrics rows after ``last_step`` (used on resume from a checkpoint at that step)."""
@@ -258,7 +262,10 @@ class RunRecord:
         self._write_jsonl("samples.jsonl", samples)
 
     def append_samples(self, rows: Iterable[dict[str, Any]]) -> None:
-        self._write_jsonl("samples.jsonl", read_jsonl(self.path / "samples.jsonl") + list(rows))
+        rows = list(rows)
+        self._write_jsonl("samples.jsonl", read_jsonl(self.path / "samples.jsonl") + rows)
+        for observer in self.observers:
+            observer.samples(rows)
 
     def write_eval(self, results: dict[str, Any]) -> None:
         atomic_write_json(self.path / "eval.json", results)

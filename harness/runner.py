@@ -10,6 +10,7 @@ from typing import Any
 
 from evals.runner import benchmark_results
 from harness.config import RunConfig
+from harness.loggers import open_loggers
 from harness.preflight import PreflightError, preflight
 from harness.records import RecordError, RunRecord
 
@@ -67,6 +68,7 @@ def run(cfg: RunConfig) -> int:
             print_summary(rec, rec.provenance().get("summary", {}))
             return 0
         t0 = time.time()
+        loggers = open_loggers(cfg, rec)  # --output.loggers: every metrics row, benchmarks at the end
         try:
             backend = plan.backend_class(cfg, plan.task, plan.algorithm)
             summary = backend.train(rec)
@@ -75,11 +77,17 @@ def run(cfg: RunConfig) -> int:
                                              max_new_tokens=s.eval_max_new_tokens)
         except BaseException as exc:
             rec.fail(f"{type(exc).__name__}: {exc}")
+            if loggers:
+                loggers.close(None)
             raise
         rec.write_eval({"benchmarks": eval_results, "eval_limit": cfg.schedule.eval_limit})
         summary = dict(summary)
         summary["wall_seconds"] = round(time.time() - t0, 1)
         rec.finish(summary)
+        if loggers:
+            loggers.catch_up(rec.metrics())
+            loggers.benchmarks(eval_results)
+            loggers.close(summary)
         if not cfg.output.keep_checkpoint and rec.checkpoint_dir.exists():
             shutil.rmtree(rec.checkpoint_dir)  # the record is complete; resume state is no longer needed
         print_summary(rec, summary, eval_results)

@@ -48,9 +48,11 @@ from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
 from harness.credit.trainlog import CreditLog
 from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
+from harness.no_signal import SignalWatch
 from harness.records import config_fingerprint
 from harness.replay import ReplayEngine
 from harness.replay_builders import ReplayResult, replay_for
+from harness.step_diagnostics import column_names, step_diagnostics
 from harness.system import choose_threads, native_bf16
 from mrbench_core.replay_kinds import ReplayRequest
 from mrbench_core.seeds import SAMPLING, stream_seed
@@ -276,6 +278,8 @@ class LocalBackend(PolicyUpdate, Backend):
             self._sync_rollout()
         self._start_vllm(record)
         record.truncate_metrics(start)
+        watch = SignalWatch(cfg.schedule.no_signal_steps, cfg.schedule.stop_without_signal)
+        watch.resume(record.metrics())
         self._credit = CreditLog(cfg.output.credit_groups, record.path, self.tokenizer, task)
         self._credit.resume(start)
         opts = cfg.backend.local
@@ -296,8 +300,11 @@ class LocalBackend(PolicyUpdate, Backend):
                 bar.set_postfix(reward=f"{row['reward_mean']:.3f}", replay=f"{row['replay_share']:.2f}",
                                 s=f"{row['time_step']:.0f}")
                 every = cfg.schedule.checkpoint_every
-                if (every and (n + 1) % every == 0) or self._stop or n + 1 == cfg.schedule.steps:
+                stop_now = watch.after_step(row)
+                if (every and (n + 1) % every == 0) or self._stop or n + 1 == cfg.schedule.steps or stop_now:
                     self._save(record, n + 1, opt)
+                if stop_now:
+                    break
                 if self._stop:
                     raise TrainingInterrupted(f"{self._stop}: checkpoint written after step {n + 1}; "
                                               f"rerun the same command to resume")
@@ -307,7 +314,7 @@ class LocalBackend(PolicyUpdate, Backend):
                 signal.signal(s, h)
         self.rollout_model.eval()
         return {**run_summary(record.metrics(), time.time() - t_run), **self._guard.summary(),
-                "rollout": self.rollout_info()}
+                **watch.summary(), "rollout": self.rollout_info()}
 
     def _save(self, record: Any, step: int, opt: torch.optim.Optimizer) -> None:
         checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=opt,
@@ -358,7 +365,8 @@ class LocalBackend(PolicyUpdate, Backend):
         t3 = time.time()
         batch = RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=mask, relevance=rep.relevance,
                              step=n, joint_relevance=rep.joint_relevance, logprob_delta=rep.logprob_delta,
-                             reward_low=reward_lows(rollouts, self.task, rewards.shape[1]))
+                             reward_low=reward_lows(rollouts, self.task, rewards.shape[1]),
+                             reward_names=column_names(rollouts), total_steps=cfg.schedule.steps)
         adv, algo_metrics = algo.advantages(batch)
         adv = adv.float()
         time_credit = self._credit.log(n, rollouts, batch, rep.relevance, algo, adv)
@@ -368,6 +376,7 @@ class LocalBackend(PolicyUpdate, Backend):
         row = step_row(n, rollouts, rewards, mask, adv, rep, upd, algo_metrics,
                        getattr(self.task, "format_reward", None), bool(self.cfg.optim.entropy_coef),
                        family=getattr(self.task, "reward_family", None))
+        row.update(step_diagnostics(algo, batch, rollouts, self.tokenizer, getattr(self.task, "reward_family", None)))
         row.update(time_generate=t1 - t0, time_score=t2 - t1, time_replay=t3 - t2,
                    time_update=t4 - t3 - time_credit, time_credit=time_credit, time_step=t4 - t0)
         record.append_metrics(row)

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from harness.metric_names import reward_mean_name
+
 
 @dataclass
 class UpdateStats:
@@ -90,7 +92,7 @@ def run_summary(metrics: list[dict[str, Any]], seconds: float) -> dict[str, Any]
     last = metrics[-1] if metrics else {}
     shares = [m.get("replay_share", 0.0) for m in metrics]
     summary: dict[str, Any] = {"steps": len(metrics), "train_seconds": round(seconds, 1),
-                               "final_rewards": {k[7:]: v for k, v in last.items() if k.startswith("reward/")},
+                               "final_rewards": {reward_mean_name(k): v for k, v in last.items() if reward_mean_name(k)},
                                "final_reward_mean": last.get("reward_mean"),
                                "replay_share_mean": sum(shares) / len(shares) if shares else 0.0,
                                "adv_abs_mean": last.get("adv_abs_mean")}

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.metric_names import reward_mean_name
 from harness.records import EXECUTION_FIELDS, RecordError, find_records, load_record
 
 ALL = "all"
@@ -84,8 +85,8 @@ def reward_curves(metrics: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
         by_family: dict[str, list[float]] = defaultdict(list)
         for key, value in row.items():
             number = _number(value)
-            if key.startswith("reward/") and number is not None:
-                by_family[family_of(key[len("reward/"):])].append(number)
+            if reward_mean_name(key) is not None and number is not None:
+                by_family[family_of(reward_mean_name(key))].append(number)
         mean = _number(row.get("reward_mean"))
         if mean is not None:
             curves[ALL][step] = mean

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.sweep.grid import Cell, GridSpec, check_cells, expand, load_grid
@@ -29,6 +29,7 @@ class SweepOptions:
     only: list[str] | None = None
     dry_run: bool = False
     status: bool = False
+    loggers: str | None = None
 
 
 def make_executor(opts: SweepOptions) -> Any:
@@ -125,6 +126,17 @@ def run_cells(spec: GridSpec, cells: list[Cell], opts: SweepOptions) -> int:
     return 0 if counts[FINISHED] == len(cells) else 1
 
 
+def with_loggers(cells: list[Cell], loggers: str | None, group: str) -> list[Cell]:
+    """Every cell logging to ``loggers`` (``--loggers``), one logger run per cell grouped by the sweep's name."""
+    if not loggers:
+        return cells
+    out = []
+    for cell in cells:
+        output = replace(cell.cfg.output, loggers=loggers, logger_group=group)
+        out.append(replace(cell, cfg=replace(cell.cfg, output=output)))
+    return out
+
+
 def _count_line(counts: dict[str, int], total: int) -> str:
     return f"{total} cells: " + ", ".join(f"{n} {state}" for state, n in counts.items())
 
@@ -132,7 +144,7 @@ def _count_line(counts: dict[str, int], total: int) -> str:
 def cmd_sweep(opts: SweepOptions) -> int:
     """The ``mrbench sweep`` command; grid errors propagate as GridError (the CLI prints them)."""
     spec = load_grid(opts.grid)
-    cells = select(expand(spec), opts.only)
+    cells = with_loggers(select(expand(spec), opts.only), opts.loggers, spec.name)
     if not cells:
         print(f"mrbench sweep: no cell of {spec.path} matches --only {' '.join(opts.only or [])}", file=sys.stderr)
         return 2
@@ -142,6 +154,14 @@ def cmd_sweep(opts: SweepOptions) -> int:
         print(_count_line(counts, len(cells)))
         return 0
     check_cells(spec, cells)
+    if opts.loggers:
+        from harness.loggers import LoggerError, check_loggers
+
+        try:
+            check_loggers(cells[0].cfg)
+        except LoggerError as exc:
+            print(f"mrbench sweep: {exc}", file=sys.stderr)
+            return 2
     if opts.dry_run:
         for cell in cells:
             print(f"{cell_state(cell).state:<8}  {cell.record_dir}")

@@ -101,6 +101,7 @@ class OpenRLHFBackend(Backend):
         from algorithms import get_algorithm
         from harness.backends.rollout import fit_prompts
         from harness.backends.step_metrics import run_summary
+        from harness.no_signal import SignalWatch
         from tasks.base import Task
         from tasks.registry import make_task
 
@@ -141,7 +142,10 @@ class OpenRLHFBackend(Backend):
         if outcome.returncode != 0 or done < cfg.schedule.steps:
             raise OpenRLHFRunError(f"OpenRLHF ({ENTRYPOINT}) exited with code {outcome.returncode} after "
                                    f"{done} of {cfg.schedule.steps} steps; its output: {paths.log}")
-        return {**run_summary(record.metrics(), time.time() - t_run), "backend": self.name}
+        watch = SignalWatch(cfg.schedule.no_signal_steps)  # the trainer's rows, read back: warns here
+        for row in record.metrics():
+            watch.after_step(row)
+        return {**run_summary(record.metrics(), time.time() - t_run), **watch.summary(), "backend": self.name}
 
     # -- generation ---------------------------------------------------------------------------------
     def generate(self, messages_list: list[list[dict[str, str]]], max_new_tokens: int,

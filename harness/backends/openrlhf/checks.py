@@ -54,6 +54,9 @@ def refusal(cfg: Any, algorithm: Any) -> str | None:
                 f"weights from a local directory or hub id")
     if s.temperature <= 0:
         return "sampling.temperature must be > 0 (OpenRLHF divides the logits by it)"
+    if cfg.schedule.stop_without_signal:
+        return ("schedule.stop_without_signal stops the local backend's loop; OpenRLHF's trainer runs its "
+                "planned steps (the no-signal warning and summary come at the end of the run)")
     for name in ("nodes", "gpus_per_node", "vllm_tensor_parallel", "tensor_parallel", "ring_attn_size"):
         if getattr(opts, name) < 1:
             return f"backend.openrlhf.{name} must be >= 1, got {getattr(opts, name)}"

@@ -79,7 +79,7 @@ class MRExperienceMaker(RemoteExperienceMaker):
         batch = self._pending
         if batch is None:
             raise RuntimeError("MRExperienceMaker.compute_advantages_and_returns runs inside make_experience_batch")
-        adv = compute_advantages(self.algorithm, batch, self.step)
+        adv = compute_advantages(self.algorithm, batch, self.step, self.mr_cfg.schedule.steps)
         write_advantages(experiences, adv)
         self.last = batch
         return experiences

@@ -43,6 +43,7 @@ class StepBatch:
     adv: Tensor | None = None
     algo_metrics: dict[str, float] = field(default_factory=dict)
     time_replay: float = 0.0
+    diagnostics: dict[str, float] = field(default_factory=dict)  # harness.step_diagnostics
 
 
 def rollouts_from_samples(samples: Sequence[Any], group_size: int) -> tuple[list[Rollout], float]:
@@ -76,16 +77,21 @@ def step_batch(samples: Sequence[Any], group_size: int, task: Any) -> StepBatch:
     return StepBatch(rollouts, rewards, group_ids, mask, T, reward_lows(rollouts, task, rewards.shape[1]), seconds)
 
 
-def compute_advantages(algorithm: Any, batch: StepBatch, step: int) -> Tensor:
-    """The algorithm's token advantages ``[B, T]`` for the batch (and its metrics, kept on it)."""
+def compute_advantages(algorithm: Any, batch: StepBatch, step: int, total_steps: int | None = None,
+                       tokenizer: Any = None) -> Tensor:
+    """The algorithm's token advantages ``[B, T]`` for the batch (and its metrics and per-reward
+    diagnostics, kept on it; the credit mass on read tokens needs the ``tokenizer``)."""
     from algorithms import RolloutBatch
+    from harness.step_diagnostics import column_names, step_diagnostics
 
     rep = batch.rep or ReplayResult(pairs_total=int((~torch.isnan(batch.rewards)).sum()))
     rb = RolloutBatch(rewards=batch.rewards, group_ids=batch.group_ids, response_mask=batch.mask,
                       relevance=rep.relevance, step=step, joint_relevance=rep.joint_relevance,
-                      logprob_delta=rep.logprob_delta, reward_low=batch.reward_low)
+                      logprob_delta=rep.logprob_delta, reward_low=batch.reward_low,
+                      reward_names=column_names(batch.rollouts), total_steps=total_steps)
     adv, metrics = algorithm.advantages(rb)
     batch.adv, batch.algo_metrics, batch.rep = adv.float(), dict(metrics), rep
+    batch.diagnostics = step_diagnostics(algorithm, rb, batch.rollouts, tokenizer)
     return batch.adv
 
 
@@ -123,6 +129,7 @@ def metrics_row(n: int, batch: StepBatch, status: dict[str, Any], task: Any, wit
     row = step_row(n, batch.rollouts, batch.rewards, batch.mask, batch.adv, batch.rep, update_stats(status),
                    batch.algo_metrics, getattr(task, "format_reward", None), with_entropy,
                    family=getattr(task, "reward_family", None))
+    row.update(batch.diagnostics)
     timing = {k: float(v) for k, v in status.items() if k.startswith("timing/") and isinstance(v, (int, float))}
     row.update(time_generate=timing.get("timing/generation", 0.0), time_score=batch.score_seconds,
                time_replay=batch.time_replay,

@@ -1,0 +1,67 @@
+"""Weights & Biases, with its usual environment: ``WANDB_PROJECT`` (default ``mrbench``),
+``WANDB_MODE`` (``offline`` works with no network: the run lands under ``<record>/wandb/`` and
+``wandb sync`` uploads it later), ``WANDB_ENTITY``. The run id is stored in the record, so a
+resumed run continues the same W&B run; a sweep's cells share its name as their group.
+
+Logged: name, group, tags (``task:``, ``algorithm:``, ``model:``, ``seed:``, ``commit:``), the
+resolved config, every metrics scalar at its step, a ``samples`` table per step (example, each
+reward, response) and the end-of-run benchmarks (history and summary).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+from harness.loggers.base import Logger, RunInfo
+
+MODES = ("online", "offline", "disabled", "dryrun", "run", "shared")
+TAG_MAX = 64  # W&B's limit on one tag
+
+
+class WandbLogger(Logger):
+    name = "wandb"
+    extra = "wandb"
+
+    @classmethod
+    def missing(cls, cfg: Any) -> str | None:
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            return "logger wandb needs the wandb package: pip install 'mrbench[wandb]'"
+        mode = os.environ.get("WANDB_MODE")
+        if mode and mode not in MODES:
+            return f"logger wandb: WANDB_MODE={mode!r} is not one of {', '.join(MODES)}"
+        return None
+
+    def start(self, info: RunInfo, run_id: str | None) -> str | None:
+        import wandb
+
+        run_id = run_id or uuid.uuid4().hex[:12]
+        tags = [f"{k}:{v}"[:TAG_MAX] for k, v in info.tags.items()]
+        settings = wandb.Settings(console="off", silent=True, x_disable_stats=True, x_disable_meta=True)
+        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT") or "mrbench", id=run_id, resume="allow",
+                              name=info.name, group=info.group, tags=tags, config=info.config,
+                              dir=str(info.record), reinit="create_new", settings=settings)
+        self.columns: list[str] | None = None
+        return run_id
+
+    def log_scalars(self, step: int, values: dict[str, float]) -> None:
+        self.run.log(values, step=step)
+
+    def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        import wandb
+
+        names = sorted({k for r in rows for k in (r.get("rewards") or {})})
+        table = wandb.Table(columns=["step", "example", *[f"reward/{n}" for n in names], "response"])
+        for r in rows:
+            rewards = r.get("rewards") or {}
+            table.add_data(step, str(r.get("example")), *[rewards.get(n) for n in names], str(r.get("response")))
+        self.run.log({"samples": table}, step=step)
+
+    def log_benchmarks(self, step: int, values: dict[str, float], results: dict[str, Any]) -> None:
+        self.run.summary.update(values)
+
+    def close(self, summary: dict[str, Any] | None) -> None:
+        self.run.finish(exit_code=0 if summary is not None else 1)

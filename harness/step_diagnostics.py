@@ -1,0 +1,57 @@
+"""The per-reward diagnostics of one training step, from its rollouts (glue for
+:mod:`algorithms.diagnostics`, which does the tensor work).
+
+The backend builds the step's :class:`~algorithms.RolloutBatch` with :func:`column_names` (for
+weights by reward name) and adds :func:`step_diagnostics` to the step's metrics row. Reward names
+are the task's ``reward_family`` names, as in ``reward/<name>``. For the MRTPO family the tokens
+each verifier read (its ``Verdict.spans``) are aligned to the response tokens with
+:mod:`harness.credit.align`, the same join the credit explorer uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from algorithms.diagnostics import batch_diagnostics, name_index, reward_contributions
+from harness.credit.align import align, touched
+
+
+def column_names(rollouts: Sequence[Any]) -> tuple[str, ...] | None:
+    """The reward names of the batch's columns when every response has the same ones, else None."""
+    first = tuple(rollouts[0].example.reward_names) if rollouts else None
+    if first is None or any(tuple(r.example.reward_names) != first for r in rollouts):
+        return None
+    return first
+
+
+def read_masks(rollouts: Sequence[Any], tokenizer: Any, K: int, T: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(read[B,K,T] bool: the tokens touching reward k's read spans; known[B,K]: spans reported)."""
+    read = torch.zeros(len(rollouts), K, T, dtype=torch.bool)
+    known = torch.zeros(len(rollouts), K, dtype=torch.bool)
+    for j, r in enumerate(rollouts):
+        if not any(v.spans for v in r.verdicts):
+            continue
+        alignment = align(tokenizer, r.response_ids, r.text)
+        for k, v in enumerate(r.verdicts[:K]):
+            if v.spans:
+                flags = touched(alignment, v.spans)[:T]
+                read[j, k, :len(flags)] = torch.tensor(flags, dtype=torch.bool)
+                known[j, k] = True
+    return read, known
+
+
+def step_diagnostics(algo: Any, batch: Any, rollouts: Sequence[Any], tokenizer: Any,
+                     family: Callable[[str], str] | None = None) -> dict[str, float]:
+    """``reward/<r>/...``, ``adv/<r>/...``, ``credit/<r>/...`` and ``frac_groups_no_signal`` for the step."""
+    family = family or (lambda name: name)
+    K, T = batch.rewards.shape[1], batch.response_mask.shape[1]
+    ids, names = name_index([[family(n) for n in r.example.reward_names] for r in rollouts], K)
+    contributions = reward_contributions(algo, batch)
+    read = known = None
+    if tokenizer is not None and contributions is not None and contributions.w is not None \
+            and batch.relevance is not None:
+        read, known = read_masks(rollouts, tokenizer, K, T)
+    return batch_diagnostics(batch, ids, names, contributions, read, known)
