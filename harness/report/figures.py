@@ -13,6 +13,7 @@ dashes and markers; every legend entry shows its row's style. Steps are integers
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 from harness.report.tables import Curve, TaskReport
@@ -114,8 +115,8 @@ def _figure(plt, report: TaskReport, window: int):
     fig.legend(handles, names, loc="lower center", ncol=min(len(names), 4), frameon=False, handlelength=3.5)
     view = (f"smoothed: centred moving average over {window} steps" if window > 1 else "raw per-step values")
     shift = f"; rows offset by up to ±{OFFSET_SPAN / 2:g} step to stay visible" if len(labels) > 1 else ""
-    fig.suptitle(f"{report.task}: training rewards, median over seeds (band: interquartile range), {view}{shift}",
-                 fontsize=10)
+    title = f"{report.task}: training rewards, median over seeds (band: interquartile range), {view}{shift}"
+    fig.suptitle("\n".join(textwrap.wrap(title, width=int(PANEL_W * cols * 13))), fontsize=10)
     legend_rows = math.ceil(len(names) / 4)
     bottom = min(0.3, (0.06 if nrows == 1 else 0.035) * (1 + legend_rows))
     fig.tight_layout(rect=(0, bottom, 1, 0.95))
