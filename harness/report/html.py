@@ -16,7 +16,8 @@ from html import escape
 from pathlib import Path
 
 from harness.report.figures import report_window
-from harness.report.render import CELL_N_NOTE, DIFF_N_NOTE, method_note, n_notes, stat_text, threshold_text, vs_text
+from harness.report.notes import CELL_N_NOTE, DIFF_N_NOTE, n_notes
+from harness.report.render import method_note, stat_text, threshold_text, vs_text
 from harness.report.tables import TaskReport
 
 STYLE = """

@@ -9,6 +9,7 @@ import json
 import math
 from typing import Any
 
+from harness.report.notes import md_n_notes
 from harness.report.stats import Comparison, Summary
 from harness.report.tables import Row, StatCell, TaskReport
 
@@ -30,19 +31,6 @@ def stat_text(s: Summary, seeds: int) -> str:
     else:
         text = f"{num(s.mean)} ± {num(s.std)} [{num(s.lo)}, {num(s.hi)}]"
     return text + (f" (n={s.n})" if s.n != seeds else "")
-
-
-#: what each ``(n=K)`` the tables print counts (shown under a table that prints one)
-CELL_N_NOTE = ("(n=K) after a value: only K of the row's seeds have a value in this column (a reward family none "
-               "of a seed's training prompts asked for, or a benchmark a run did not evaluate); the mean, std and "
-               "interval are over those K. The seeds column counts all of the row's seeds.")
-DIFF_N_NOTE = ("(n=K) in a difference: the number of seeds that both this row and the baseline row ran and that "
-               "have this column; the paired comparison uses those K pairs.")
-
-
-def n_notes(texts: list[str], note: str) -> list[str]:
-    """``[note]`` when one of ``texts`` prints an ``(n=K)``, else nothing."""
-    return [note] if any("(n=" in t for t in texts) else []
 
 
 def compare_text(c: Comparison | None) -> str:
@@ -90,13 +78,11 @@ def markdown(reports: list[TaskReport], root: str, runs: int, problems: list[str
                     text = stat_text(cell.summary, len(row.seeds)) if cell else ""
                     cells.append(f"**{text}**" if cell and cell.best else text)
                 lines.append(_md_row([row.label, row.model, str(len(row.seeds)), *cells]))
-            lines += [x for note in n_notes(lines[-len(table.rows):], CELL_N_NOTE) for x in ("", note)]
             lines += ["", f"Difference from {baseline}:", "", _md_row(["algorithm", "model", *table.columns]),
                       "|" + "---|" * (2 + len(table.columns))]
             for row in table.rows:
                 lines.append(_md_row([row.label, row.model,
                                       *(vs_text(row.cells.get(c), row) for c in table.columns)]))
-            lines += [x for note in n_notes(lines[-len(table.rows):], DIFF_N_NOTE) for x in ("", note)]
         th = rep.thresholds
         if th.families:
             lines += ["", "### Steps to threshold", "",
@@ -109,6 +95,7 @@ def markdown(reports: list[TaskReport], root: str, runs: int, problems: list[str
             lines += ["", f"![learning curves of {rep.task}]({rep.figures['png']})"]
     if problems:
         lines += ["", "## Records left out", ""] + [f"- {p}" for p in problems]
+    lines[5:5] = md_n_notes(lines)  # after the method note
     return "\n".join(lines) + "\n"
 
 
