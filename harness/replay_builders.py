@@ -240,17 +240,16 @@ def teacher(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[
     return res
 
 
-def read_span_mask(tokenizer: Any, response_ids: Sequence[int], text: str, spans: Sequence[Sequence[int]],
-                   T: int) -> Tensor | None:
-    """One verifier's read mask over a response's tokens: 1.0 on the tokens its character ``spans``
-    touch (the tokens the credit page outlines, :func:`harness.credit.align.touched`), 0.0 on the
-    others, NaN past the response; None (uniform credit) when it reports no span, touches no token,
-    or touches every token that writes text (it read the whole response)."""
-    from harness.credit.align import align, touched
+def read_span_mask(alignment: Any, spans: Sequence[Sequence[int]], T: int) -> Tensor | None:
+    """One verifier's read mask over a response's tokens (``alignment``: the response's
+    :func:`harness.credit.align.align`): 1.0 on the tokens its character ``spans`` touch (the tokens
+    the credit page outlines, :func:`harness.credit.align.touched`), 0.0 on the others, NaN past the
+    response; None (uniform credit) when it reports no span, touches no token, or touches every
+    token that writes text (it read the whole response)."""
+    from harness.credit.align import touched
 
-    if not spans or not response_ids:
+    if not spans or not len(alignment):
         return None
-    alignment = align(tokenizer, response_ids, text)
     flags = touched(alignment, spans)
     writes = [s < e for s, e in alignment.reach]
     if not any(flags) or all(f for f, w in zip(flags, writes) if w):
@@ -266,18 +265,21 @@ def read_spans(engine: ReplayEngine | None, task: Any, tokenizer: Any, rollouts:
     from the verdicts' character spans; no forward pass (``engine`` is not used and may be None).
     Only pairs whose reward varies in its group are filled (others have zero advantage); a pair
     whose verifier reports no span or reads the whole response stays NaN (uniform weight). A pair
-    with a mask counts as replayed."""
+    with a mask counts as replayed. Each response is aligned with its text once."""
     from algorithms.base import rewards_varying_in_group
+    from harness.credit.align import align
 
     B, K = rewards.shape
     rel = torch.full((B, K, T), float("nan"))
     varying = rewards_varying_in_group(rewards, group_ids)
     res = ReplayResult(relevance=rel, pairs_total=int((~torch.isnan(rewards)).sum()))
     for j, r in enumerate(rollouts):
-        for k in range(min(K, len(r.verdicts))):
-            if not bool(varying[j, k]):
-                continue
-            mask = read_span_mask(tokenizer, r.response_ids, r.text, r.verdicts[k].spans, T)
+        ks = [k for k in range(min(K, len(r.verdicts))) if bool(varying[j, k]) and r.verdicts[k].spans]
+        if not ks or not r.response_ids:
+            continue
+        alignment = align(tokenizer, r.response_ids, r.text)
+        for k in ks:
+            mask = read_span_mask(alignment, r.verdicts[k].spans, T)
             if mask is not None:
                 rel[j, k] = mask
                 res.pairs_replayed += 1
