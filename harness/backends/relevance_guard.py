@@ -39,9 +39,9 @@ class RelevanceGuard:
 
     def at_start(self, examples: Sequence[Any]) -> None:
         """Probe the first examples: a task whose verdicts carry no block can never be replayed."""
-        if not self.active or self.kind is ReplayRequest.READ_SPANS:  # spans exist only once there is a response
+        if not self.active:
             return
-        probe = list(examples[:PROBE_EXAMPLES])
+        probe = list(examples[:PROBE_EXAMPLES]) if self.kind is not ReplayRequest.READ_SPANS else []  # no blocks used
         if probe and not any(v.block for ex in probe for v in self.task.score(ex, "")):
             self._report(f"{self.algorithm.name} on task {self.task.name!r}: the first {len(probe)} examples give "
                          f"no verifier block (no per-reward text to leave out), so no reward can be replayed and "
