@@ -140,8 +140,8 @@ def test_a_tiny_mrtpo_oracle_run_on_ifollow_finishes(tmp_path, capsys):
     from harness.records import load_record
 
     args = ["run", "--model", "tiny-random", "--algo", "mrtpo-oracle", "--output.root", str(tmp_path),
-            "--schedule.steps", "2", "--sampling.prompts_per_step", "2", "--sampling.group_size", "4",
-            "--sampling.max_new_tokens", "16", "--schedule.eval_limit", "2", "--schedule.eval_max_new_tokens", "8",
+            "--schedule.steps", "2", "--sampling.prompts_per_step", "1", "--sampling.group_size", "4",
+            "--sampling.max_new_tokens", "12", "--schedule.eval_limit", "2", "--schedule.eval_max_new_tokens", "8",
             "--algo.warmup_steps", "0"]
     assert cli.main(args) == 0
     rec = load_record(tmp_path / "ifollow" / "mrtpo-oracle" / "tiny-random" / "seed0")
@@ -151,3 +151,35 @@ def test_a_tiny_mrtpo_oracle_run_on_ifollow_finishes(tmp_path, capsys):
     assert all(m["replay_sequences"] == 0 for m in rows)  # masks, no forward pass
     assert all(0.0 <= m["replay_share"] <= 1.0 for m in rows)
     json.dumps(rec["metrics"])
+
+
+def test_a_local_run_credits_exactly_the_tokens_the_credit_page_outlines(tmp_path):
+    from toy_task import ToyTask, tiny_config
+
+    from harness.backends.local import LocalBackend
+    from harness.credit import store
+    from harness.credit.align import from_ranges
+    from harness.records import RunRecord
+
+    torch.set_num_threads(1)
+    cfg = tiny_config(str(tmp_path / "r"), "mrtpo-oracle", steps=3)
+    cfg.algo.params.update(warmup_steps=0, beta=0.5)
+    cfg.output.credit_groups = 3
+    rec = RunRecord.open(cfg)
+    try:
+        LocalBackend(cfg, task=ToyTask()).train(rec)
+    finally:
+        rec.unlock()
+    masked = 0
+    for row in store.read_rows(rec.path):
+        n = len(row["tokens"])
+        for entry in row["rewards"]:
+            if entry["q"] is None:
+                continue
+            masked += 1
+            read = from_ranges(entry["read"], n)
+            assert [float(f) for f in read] == entry["q"]  # q is the outline itself
+            assert all((w > 1.0) == f for w, f in zip(entry["w"], read))  # the extra weight only on read tokens
+            assert all(w == pytest.approx(0.5, abs=1e-3) for w, f in zip(entry["w"], read) if not f)
+    assert masked > 0
+    assert all(m["replay_sequences"] == 0 for m in rec.metrics())
