@@ -82,7 +82,7 @@ def test_it_needs_no_replay_and_composes_like_mrtpo():
 class CharTokenizer:
     """One token per character (id = code point); id 0 is the end of turn, decoded as nothing."""
 
-    all_special_ids = [0]
+    all_special_ids = (0,)
 
     def decode(self, ids, skip_special_tokens=True):
         return "".join(chr(i) for i in ids if i != 0)
