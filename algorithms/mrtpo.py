@@ -42,6 +42,9 @@ response's weights among its valid tokens (one permutation per response, shared 
 torch generator seeded from the ``shuffle`` stream of :mod:`mrbench_core.seeds` for (seed, step)),
 keeping each weight distribution and the bound scale but destroying the alignment with tokens.
 
+``mrtpo-oracle`` (upper bound) takes q from the tokens each verifier reports it read (0/1 masks,
+``ReplayRequest.READ_SPANS``, no forward pass) instead of a replay; see :class:`MRTPOOracle`.
+
 Backend hooks: ``needs_replay(step)`` is False while beta_n = 0 (the replay may be skipped and
 ``relevance`` left None); :func:`algorithms.base.rewards_varying_in_group` says which
 (response, reward) pairs need a replay at all.
@@ -250,9 +253,31 @@ class MRTPOShuffled(MRTPO):
         return contrib, shuffle_within_valid(w, batch.response_mask, gen), has
 
 
-def compose(reweighter: type[Reweighter]) -> type[MRTPO]:
-    """The class of ``mrtpo+<reweighter.name>``: the reweighter's contributions, MRTPO's tokens."""
-    doc = (f"MRTPO on {reweighter.name.upper()}'s per-reward contributions "
+@ALGORITHMS.register("mrtpo-oracle")
+class MRTPOOracle(MRTPO):
+    """mrtpo-oracle (ablation, upper bound): MRTPO's reallocation on the tokens each verifier read.
+
+    The relevance q_{k,t} is 1 on the tokens reward k's verifier reports it read (its verdict's
+    character spans) and 0 elsewhere, so w_{k,t} = (1 - beta_n) + beta_n [t read] T_j / |read_k|:
+    the share beta_n of C_k lands on the read tokens alone. No replay runs; the backend builds the
+    masks from the verdicts (``read_spans``). A verifier that reports no span or reads the whole
+    response gives a NaN row: uniform weight, as GDPO."""
+
+    name = "mrtpo-oracle"
+    replay_request = ReplayRequest.READ_SPANS
+
+    def token_weights(self, batch: RolloutBatch, agg: Aggregate, beta: float) -> tuple[Tensor, Tensor, Tensor]:
+        if batch.relevance is None:
+            raise ValueError(f"{self.name} at step {batch.step} (beta_n={beta:.4g}) needs batch.relevance "
+                             f"[B,K,T] as the verifiers' read masks (replay kind read_spans); got None")
+        w, has = relevance_weights(batch.relevance, batch.response_mask, beta)
+        return agg.contributions, w, has
+
+
+def compose(reweighter: type[Reweighter], base: type[MRTPO] = MRTPO) -> type[MRTPO]:
+    """The class of ``<base.name>+<reweighter.name>`` (``mrtpo+saw``, ``mrtpo-oracle+saw``): the
+    reweighter's contributions, ``base``'s token weights."""
+    doc = (f"{base.name.upper()} on {reweighter.name.upper()}'s per-reward contributions "
            f"({reweighter.name}'s weights applied to A_k before the token weighting)")
-    return type(f"MRTPO_{reweighter.__name__}", (MRTPO,),
-                {"name": f"mrtpo+{reweighter.name}", "aggregator_class": reweighter, "__doc__": doc})
+    return type(f"{base.__name__}_{reweighter.__name__}", (base,),
+                {"name": f"{base.name}+{reweighter.name}", "aggregator_class": reweighter, "__doc__": doc})

@@ -2,8 +2,9 @@
 
 Each algorithm registers itself where it is defined (``@ALGORITHMS.register("grpo")``); the
 table below only says which module defines each built-in, so that looking one up imports that
-module alone. ``mrtpo+<name>`` exists for every registered response-level reweighter, built-in
-or plugin: it is derived from the registry, never listed by hand.
+module alone. ``mrtpo+<name>`` and ``mrtpo-oracle+<name>`` exist for every registered
+response-level reweighter, built-in or plugin: they are derived from the registry, never listed
+by hand.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from mrbench_core.registry import Registry, UnknownNameError
 
 ALGORITHMS = Registry("algorithm", "mrbench.algorithms")
 COMPOSITE_PREFIX = "mrtpo+"
+#: the MRTPO-family algorithms that compose with a reweighter as ``<base>+<reweighter>``
+COMPOSITE_BASES = ("mrtpo", "mrtpo-oracle")
 
 for _name, _module in [
     ("grpo", "algorithms.grpo"), ("gdpo", "algorithms.gdpo"),
     ("saw", "algorithms.reweight"), ("dara", "algorithms.reweight"), ("dvao", "algorithms.reweight"),
     ("gd2po", "algorithms.reweight"), ("sa-mrpo", "algorithms.reweight"),
     ("mrtpo", "algorithms.mrtpo"), ("mrtpo-joint", "algorithms.mrtpo"), ("mrtpo-shuffled", "algorithms.mrtpo"),
+    ("mrtpo-oracle", "algorithms.mrtpo"),
     ("cort", "algorithms.cort"), ("opsd", "algorithms.opsd"),
 ]:
     ALGORITHMS.lazy(_name, _module)
@@ -40,18 +44,18 @@ def reweighters() -> list[str]:
 
 
 def list_algorithms() -> list[str]:
-    """Every algorithm name, the derived ``mrtpo+<reweighter>`` composites included, sorted."""
-    return sorted(ALGORITHMS.names() + [COMPOSITE_PREFIX + n for n in reweighters()])
+    """Every algorithm name, the derived ``<base>+<reweighter>`` composites included, sorted."""
+    return sorted(ALGORITHMS.names() + [f"{b}+{n}" for b in COMPOSITE_BASES for n in reweighters()])
 
 
 def resolve(name: str) -> Any:
     """The class (or factory) registered as ``name``; composites are built on first use."""
     if name in ALGORITHMS:
         return ALGORITHMS.get(name)
-    if not name.startswith(COMPOSITE_PREFIX):
+    base, _, inner = name.partition("+")
+    if not inner or base not in COMPOSITE_BASES:
         raise UnknownNameError(f"unknown algorithm {name!r}; known algorithms: {', '.join(list_algorithms())}")
     if name not in _composed:
-        inner = name[len(COMPOSITE_PREFIX):]
         from algorithms.gdpo import Reweighter
         from algorithms.mrtpo import compose
 
@@ -59,7 +63,7 @@ def resolve(name: str) -> Any:
         if not (isinstance(target, type) and issubclass(target, Reweighter)):
             raise UnknownNameError(f"unknown algorithm {name!r}: {inner!r} is not a registered response-level "
                                    f"reweighter; known algorithms: {', '.join(list_algorithms())}")
-        _composed[name] = compose(target)
+        _composed[name] = compose(target, ALGORITHMS.get(base))
     return _composed[name]
 
 

@@ -278,8 +278,12 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     ev.add_argument("--limit", type=int, help="evaluate only the first N cases")
     ev.add_argument("--max-new-tokens", type=int, default=None)
 
-    lb = sub.add_parser("leaderboard", help="aggregate run records across seeds")
-    lb.add_argument("--root", default="results")
+    lb = sub.add_parser("leaderboard", help="aggregate run records across seeds, one row per configuration",
+                        description=_wrapped("One row per configuration, grouped as `mrbench report` groups them "
+                                             "(every setting but the seed, output and execution fields), then "
+                                             "which records each row merged, which configurations of the same "
+                                             "algorithm and model it kept apart, and which records it left out."))
+    lb.add_argument("--root", default="results", help="the directory holding the run records (default: results)")
     lb.add_argument("--out", help="also write the table (Markdown) here")
 
     sw = sub.add_parser("sweep", help="run a grid of cells (tasks x algorithms x models x seeds ...)",

@@ -1,8 +1,9 @@
 """What each algorithm asks the replay engine for, built through the task: MRTPO's leave-one-out
-contexts (Eq. 4-5), the joint ablation, CoRT's with/without-rubric log-probabilities and OPSD's
-teacher hidden states. Each builder turns a scored batch into replay jobs
-(:class:`harness.replay.ReplayJob`), runs them on a :class:`harness.replay.ReplayEngine` and
-returns a :class:`ReplayResult` whose tensors go into :class:`algorithms.RolloutBatch`.
+contexts (Eq. 4-5), the joint ablation, CoRT's with/without-rubric log-probabilities, OPSD's
+teacher hidden states and mrtpo-oracle's read-span masks (no forward pass). Each builder turns a
+scored batch into replay jobs (:class:`harness.replay.ReplayJob`), runs them on a
+:class:`harness.replay.ReplayEngine` and returns a :class:`ReplayResult` whose tensors go into
+:class:`algorithms.RolloutBatch`.
 
 P_all and the old-policy pass. P_all is replayed once per response and its logits are made once
 per chunk for all of the response's rewards (:meth:`ReplayEngine.js_many`). When P_all is the
@@ -239,8 +240,54 @@ def teacher(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[
     return res
 
 
+def read_span_mask(alignment: Any, spans: Sequence[Sequence[int]], T: int) -> Tensor | None:
+    """One verifier's read mask over a response's tokens (``alignment``: the response's
+    :func:`harness.credit.align.align`): 1.0 on the tokens its character ``spans`` touch (the tokens
+    the credit page outlines, :func:`harness.credit.align.touched`), 0.0 on the others, NaN past the
+    response; None (uniform credit) when it reports no span, touches no token, or touches every
+    token that writes text (it read the whole response)."""
+    from harness.credit.align import touched
+
+    if not spans or not len(alignment):
+        return None
+    flags = touched(alignment, spans)
+    writes = [s < e for s, e in alignment.reach]
+    if not any(flags) or all(f for f, w in zip(flags, writes) if w):
+        return None
+    out = torch.full((T,), float("nan"))
+    out[:len(flags)] = torch.tensor(flags, dtype=torch.float32)
+    return out
+
+
+def read_spans(engine: ReplayEngine | None, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
+               group_ids: Tensor, T: int) -> ReplayResult:
+    """mrtpo-oracle: relevance[B,K,T] = the tokens each verifier reports it read, as 0/1 masks built
+    from the verdicts' character spans; no forward pass (``engine`` is not used and may be None).
+    Only pairs whose reward varies in its group are filled (others have zero advantage); a pair
+    whose verifier reports no span or reads the whole response stays NaN (uniform weight). A pair
+    with a mask counts as replayed. Each response is aligned with its text once."""
+    from algorithms.base import rewards_varying_in_group
+    from harness.credit.align import align
+
+    B, K = rewards.shape
+    rel = torch.full((B, K, T), float("nan"))
+    varying = rewards_varying_in_group(rewards, group_ids)
+    res = ReplayResult(relevance=rel, pairs_total=int((~torch.isnan(rewards)).sum()))
+    for j, r in enumerate(rollouts):
+        ks = [k for k in range(min(K, len(r.verdicts))) if bool(varying[j, k]) and r.verdicts[k].spans]
+        if not ks or not r.response_ids:
+            continue
+        alignment = align(tokenizer, r.response_ids, r.text)
+        for k in ks:
+            mask = read_span_mask(alignment, r.verdicts[k].spans, T)
+            if mask is not None:
+                rel[j, k] = mask
+                res.pairs_replayed += 1
+    return res
+
+
 BUILDERS = {ReplayRequest.LEAVE_ONE_OUT: leave_one_out, ReplayRequest.JOINT: joint,
-            ReplayRequest.RUBRIC: rubric, ReplayRequest.TEACHER: teacher}
+            ReplayRequest.RUBRIC: rubric, ReplayRequest.TEACHER: teacher, ReplayRequest.READ_SPANS: read_spans}
 
 
 def replay_for(request: ReplayRequest | str, engine: ReplayEngine, task: Any, tokenizer: Any,

@@ -15,6 +15,9 @@ class ReplayRequest(str, enum.Enum):
     - ``joint``: ``joint_relevance[B,T]`` = JS distance between P_0 + all blocks and P_0 (mrtpo-joint).
     - ``rubric``: ``logprob_delta[B,T]`` = log pi(y_t|x+) - log pi(y_t|x-) (CoRT).
     - ``teacher``: teacher logits over the student's own tokens, for the algorithm's own loss (OPSD).
+    - ``read_spans``: ``relevance[B,K,T]`` as 0/1 masks of the tokens each verifier reports it read
+      (its verdict's character spans), no forward pass (mrtpo-oracle); NaN (uniform) where a
+      verifier reports no span or reads the whole response.
     """
 
     NONE = "none"
@@ -22,6 +25,7 @@ class ReplayRequest(str, enum.Enum):
     JOINT = "joint"
     RUBRIC = "rubric"
     TEACHER = "teacher"
+    READ_SPANS = "read_spans"
 
     def __str__(self) -> str:
         return self.value
@@ -29,3 +33,8 @@ class ReplayRequest(str, enum.Enum):
     @classmethod
     def _missing_(cls, value: object) -> ReplayRequest:
         raise ValueError(f"unknown replay kind {value!r}; known: {', '.join(k.value for k in cls)}")
+
+
+#: replay kinds built without a forward pass (from the verdicts alone): a backend may build them
+#: where the batch is, and the model-parallel limits of a replay do not apply to them
+WITHOUT_FORWARD = frozenset({ReplayRequest.READ_SPANS})

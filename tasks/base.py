@@ -119,8 +119,10 @@ class Task(ABC):
         """The replay kinds this task can build contexts for. Leave-one-out and joint replays use
         the verifiers' blocks (or the task's own :meth:`replay_contexts`); the rubric replay
         (CoRT) needs :meth:`without_rubric` and the teacher replay (OPSD) needs
-        :meth:`teacher_messages`, each supported once a subclass defines it."""
-        kinds = {ReplayRequest.NONE, ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT}
+        :meth:`teacher_messages`, each supported once a subclass defines it. The read-span masks
+        (mrtpo-oracle) come from the verdicts' spans, which every task has (a verifier that reports
+        none gives its reward uniform credit)."""
+        kinds = {ReplayRequest.NONE, ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT, ReplayRequest.READ_SPANS}
         if type(self).without_rubric is not Task.without_rubric:
             kinds.add(ReplayRequest.RUBRIC)
         if type(self).teacher_messages is not Task.teacher_messages:

@@ -29,7 +29,7 @@ from algorithms.opsd import OPSD
 NAN = float("nan")
 INF = float("inf")
 NAMES = list_algorithms()
-COMPOSITES = [n for n in NAMES if n.startswith("mrtpo+")]
+COMPOSITES = [n for n in NAMES if "+" in n]  # mrtpo+X, mrtpo-oracle+X
 
 # The batch of the advantage blow-up issue: one group of four, three responses with no valid
 # token; under GD2PO only response 0 is kept, its uniform advantage is 0, and the reallocation
@@ -63,6 +63,8 @@ def degenerate_batches(draw) -> RolloutBatch:
     mask = torch.tensor([[t < n for t in range(T)] for n in lengths], dtype=torch.bool)
     gen = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
     q = torch.rand(B, K, T, generator=gen) ** 3
+    if draw(st.booleans()):  # 0/1 read masks, as mrtpo-oracle gets them
+        q = (q > 0.3).float()
     kinds = torch.randint(0, 7, (B, K), generator=gen)
     q[kinds == 0] = NAN  # not replayed
     q[kinds == 1] = 0.0  # no change under replay

@@ -107,3 +107,24 @@ def test_table4_aggregates_types_verdicts_and_pools():
     assert "| comma | 100.0 | 100.0 | 1.00 | 5 |" in md
     lines = csv_text(result).splitlines()
     assert "end,violated,50.0000,50.0000,1.0000,4,True" in lines and lines[0].startswith("type,verdict")
+
+
+def test_the_concentration_figure_draws_a_curve_per_reward_however_many():
+    import matplotlib.pyplot as plt
+
+    from harness.credit.figure import draw
+
+    xs = [i / 10 for i in range(11)]
+    for k in (3, 13):  # below and above the colour-legend limit: every reward still gets its own curve
+        names = [f"r{i}" for i in range(k)]
+        result = {"curves": {"x": xs, "by_reward": {n: [min(1.0, x * (1 + i / k)) for x in xs]
+                                                    for i, n in enumerate(names)}, "pooled": xs},
+                  "concentration": {"share": 0.8, "by_reward": {n: {"n": 5 + i} for i, n in enumerate(names)}}}
+        fig = draw(result, "t")
+        first, *panels = fig.axes
+        assert len(first.get_lines()) >= k + 2  # the diagonal, each reward, the pooled curve
+        assert [ax.get_title() for ax in panels] == [f"{n} (n={5 + i} pairs)" for i, n in enumerate(names)]
+        for i, ax in enumerate(panels):
+            ys = [100 * y for y in result["curves"]["by_reward"][names[i]]]
+            assert any(list(line.get_ydata()) == ys for line in ax.get_lines())
+        plt.close(fig)

@@ -44,6 +44,8 @@ def _cfg(*overrides):
     ([("algo", "gdpo"), ("backend.openrlhf.zero_stage", "3")], None),  # no replay: ZeRO-3 is fine
     ([("algo", "opsd"), ("task", "toolcall")], "cannot add opsd's own loss term"),
     ([("algo", "mrtpo"), ("backend.openrlhf.zero_stage", "3")], "zero_stage=3 cannot follow"),
+    ([("algo", "mrtpo-oracle"), ("backend.openrlhf.zero_stage", "3")], None),  # read masks: no forward pass
+    ([("algo", "mrtpo-oracle+saw"), ("backend.openrlhf.async_rollouts", "true")], None),
     ([("algo", "mrtpo-joint"), ("backend.openrlhf.tensor_parallel", "2")], "tensor_parallel=2 cannot follow"),
     ([("algo", "mrtpo"), ("backend.openrlhf.async_rollouts", "true")], "async_rollouts the actors have moved on"),
     ([("model", "tiny-random")], "exists only in memory"),

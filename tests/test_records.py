@@ -121,3 +121,25 @@ def test_leaderboard_mean_and_std_over_seeds(tmp_path):
     assert "| 1 |" in mrtpo and "0.8" in mrtpo
     assert "not finished" in table
     assert (tmp_path / "lb.md").read_text().startswith("| task |")
+
+
+def test_leaderboard_keeps_two_configurations_of_one_algorithm_apart_and_says_so(tmp_path):
+    for seed, acc in ((0, 0.5), (1, 0.7)):
+        _finished_record(tmp_path, "mrtpo", seed, acc)
+    cfg = _cfg(tmp_path, algo="mrtpo", seed="0", task="toolcall", **{"schedule.steps": "16",
+                                                                        "output.dir": str(tmp_path / "long")})
+    rec = RunRecord.open(cfg)
+    rec.start(seed=0, task_version="1", data_hash="x")
+    rec.append_metrics({"step": 1, "reward/format": 0.1})
+    rec.write_eval({"benchmarks": {"bfcl-v4": {"summary": {"overall": 0.9}, "table": "", "cases": 3, "skipped": 0}}})
+    rec.finish({})
+    rec.unlock()
+    table = build_leaderboard(tmp_path)
+    rows = [line for line in table.splitlines() if line.startswith("| toolcall | mrtpo")]
+    assert len(rows) == 2, table
+    short = next(r for r in rows if "steps=16" not in r)
+    long = next(r for r in rows if "schedule.steps=16" in r)
+    assert "| 2 |" in short and "0.6 ± 0.14" in short and "| 1 |" in long and "0.9" in long
+    assert "merged" in table and "seeds 0, 1" in table
+    kept = table.split("kept apart", 1)[1]
+    assert "toolcall / mrtpo" in kept and "schedule.steps" in kept

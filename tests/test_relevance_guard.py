@@ -54,3 +54,21 @@ def test_a_task_with_blocks_and_a_response_level_algorithm_are_quiet(tmp_path, c
     summary = _train(tiny_config(str(tmp_path / "b"), "gdpo", steps=1), BlocklessToy())
     assert "steps_without_relevance" not in summary
     assert "warning" not in capsys.readouterr().err
+
+
+class SpanlessToy(ToyTask):
+    """The toy task whose verifiers report no span read: the oracle has no tokens to credit."""
+
+    def score(self, example, response):
+        verdicts = super().score(example, response)
+        for v in verdicts:
+            v.spans = []
+        return verdicts
+
+
+def test_an_oracle_run_without_read_spans_warns_and_one_with_them_is_quiet(tmp_path, capsys):
+    summary = _train(tiny_config(str(tmp_path / "a"), "mrtpo-oracle", steps=2), SpanlessToy())
+    err = capsys.readouterr().err
+    assert "no verifier reported reading only part of a response" in err and summary["steps_without_relevance"] >= 1
+    summary = _train(tiny_config(str(tmp_path / "b"), "mrtpo-oracle", steps=2), ToyTask())
+    assert summary["steps_without_relevance"] == 0 and "warning" not in capsys.readouterr().err

@@ -141,8 +141,9 @@ def test_report_html_renders_tables_and_figures_in_a_browser(report, tmp_path):
     dom = subprocess.run([*common, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120,
                          check=True).stdout
     probe = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.DOTALL).group(1).replace("&quot;", '"'))
-    assert len(probe["imgs"]) == 1
-    natural_w, natural_h, shown_w, shown_h = probe["imgs"][0]
+    shown = [img for img in probe["imgs"] if img[2] > 0]  # the smoothed view; the raw one is a switch away
+    assert len(probe["imgs"]) == 2 and len(shown) == 1
+    natural_w, natural_h, shown_w, shown_h = shown[0]
     assert natural_w > 300 and natural_h > 200 and shown_w > 300 and shown_h > 100
     assert probe["rows"].count("gdpo") == 2 and len(probe["rows"]) == 8  # 4 rows in each of the 2 tables
     assert probe["bold"] and all(int(w) >= 600 for w in probe["bold"])

@@ -149,6 +149,35 @@ def test_the_shipped_reference_grid_is_valid_and_sized_as_promised():
     assert set(by_algo) >= {"grpo", "gdpo", "mrtpo"} and all(len(s) >= 3 for s in by_algo.values())
 
 
+def test_the_second_reference_grid_adds_the_oracle_and_seeds_at_the_first_grids_size(tmp_path):
+    import yaml
+
+    grids = Path(__file__).resolve().parents[1] / "grids"
+    data = yaml.safe_load((grids / "ifollow-smollm2-2.yaml").read_text())
+    # the untrained model's row: `mrbench sweep` evaluates it once beside the training cells, which
+    # are checked here on their own
+    assert data.pop("base") is True
+    path = tmp_path / "ifollow-smollm2-2.yaml"
+    path.write_text(yaml.safe_dump(data))
+    spec = load_grid(path)
+    cells = expand(spec)
+    check_cells(spec, cells)
+    first = expand(load_grid(grids / "ifollow-smollm2.yaml"))
+    first_mrtpo = next(c.cfg for c in first if c.cfg.algo.name == "mrtpo")
+    by_algo: dict[str, set[int]] = {}
+    for cell in cells:
+        cfg = cell.cfg
+        by_algo.setdefault(cfg.algo.name, set()).add(cfg.seed)
+        assert cfg.task.name == "ifollow" and cfg.model.name == "smollm2-135m"
+        assert cfg.schedule.steps >= first_mrtpo.schedule.steps
+        assert cfg.schedule.eval_limit >= first_mrtpo.schedule.eval_limit
+        assert not Path(cfg.output.dir).is_absolute()
+    assert set(by_algo) == {"grpo", "gdpo", "mrtpo", "mrtpo-oracle"} and all(len(s) >= 4 for s in by_algo.values())
+    mrtpo = next(c.cfg for c in cells if c.cfg.algo.name == "mrtpo")
+    oracle = next(c.cfg for c in cells if c.cfg.algo.name == "mrtpo-oracle")
+    assert oracle.algo.params == mrtpo.algo.params == first_mrtpo.algo.params
+
+
 def test_a_rule_may_match_what_an_earlier_rule_set(tmp_path):
     path = write_grid(tmp_path, axes={"algo.name": ["gdpo", "mrtpo"]}, extra={"when": [
         {"match": {"algo.name": "mrtpo"}, "set": {"algo.beta": 0.25}},

@@ -8,7 +8,10 @@ rewards vary within a group of four:
 - ``letter``: 1 when it contains an ASCII letter (only on examples whose id ends in an even digit;
   NaN-free because such examples simply have two rewards: K varies across examples).
 
-Each verdict carries a block (``format`` only when it failed, to exercise "no block = uniform").
+Each verdict carries a block (``format`` only when it failed, to exercise "no block = uniform")
+and the character spans its check read: ``format`` the first character, ``short`` the whole
+response, ``letter`` the ASCII letters (none when there are none), so the read-span masks of
+``mrtpo-oracle`` see a partial read, a whole read and a missing one.
 ``TOY_NAME`` is registered in the task registry by :func:`register` for runs through the CLI.
 """
 
@@ -50,13 +53,15 @@ class ToyTask(Task):
         for name in example.reward_names:
             if name == "format":
                 ok = bool(response) and 32 <= ord(response[0]) < 127
-                out.append(Verdict(name, float(ok), "first char", None if ok else RULES[name]))
+                out.append(Verdict(name, float(ok), "first char", None if ok else RULES[name],
+                                   spans=[(0, 1)] if response else []))
             elif name == "short":
                 ok = len(response) < 8
-                out.append(Verdict(name, float(ok), f"{len(response)} chars", RULES[name]))
+                out.append(Verdict(name, float(ok), f"{len(response)} chars", RULES[name],
+                                   spans=[(0, len(response))] if response else []))
             else:
-                ok = any(c.isascii() and c.isalpha() for c in response)
-                out.append(Verdict(name, float(ok), "letters", RULES[name]))
+                letters = [(i, i + 1) for i, c in enumerate(response) if c.isascii() and c.isalpha()]
+                out.append(Verdict(name, float(bool(letters)), "letters", RULES[name], spans=letters))
         return out
 
     def without_rubric(self, example: Example) -> list[dict[str, str]]:

@@ -12,7 +12,7 @@ from typing import Any
 from algorithms.base import rewards_varying_in_group
 from mrbench_core.replay_kinds import ReplayRequest
 
-RELEVANCE_KINDS = (ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT)
+RELEVANCE_KINDS = (ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT, ReplayRequest.READ_SPANS)
 PROBE_EXAMPLES = 8
 
 
@@ -23,7 +23,8 @@ class RelevanceUnavailable(RuntimeError):
 class RelevanceGuard:
     def __init__(self, algorithm: Any, task: Any, record: Any):
         self.algorithm, self.task, self.record = algorithm, task, record
-        self.active = ReplayRequest(algorithm.replay_request) in RELEVANCE_KINDS
+        self.kind = ReplayRequest(algorithm.replay_request)
+        self.active = self.kind in RELEVANCE_KINDS
         self.required = bool(getattr(algorithm.config, "require_relevance", False))
         self.steps_without = 0
         self.warned = False
@@ -40,7 +41,7 @@ class RelevanceGuard:
         """Probe the first examples: a task whose verdicts carry no block can never be replayed."""
         if not self.active:
             return
-        probe = list(examples[:PROBE_EXAMPLES])
+        probe = list(examples[:PROBE_EXAMPLES]) if self.kind is not ReplayRequest.READ_SPANS else []  # no blocks used
         if probe and not any(v.block for ex in probe for v in self.task.score(ex, "")):
             self._report(f"{self.algorithm.name} on task {self.task.name!r}: the first {len(probe)} examples give "
                          f"no verifier block (no per-reward text to leave out), so no reward can be replayed and "
@@ -52,8 +53,10 @@ class RelevanceGuard:
             return
         if bool(rewards_varying_in_group(rewards, group_ids).any()) and pairs_replayed == 0:
             self.steps_without += 1
+            why = ("no verifier reported reading only part of a response" if self.kind is ReplayRequest.READ_SPANS
+                   else "no verifier blocks")
             self._report(f"{self.algorithm.name}: at step {step + 1} rewards varied but none could be replayed "
-                         f"(no verifier blocks); such steps train as the aggregator (GDPO) would")
+                         f"({why}); such steps train as the aggregator (GDPO) would")
 
     def summary(self) -> dict[str, Any]:
         return {"steps_without_relevance": self.steps_without} if self.active else {}

@@ -9,6 +9,7 @@ import json
 import math
 from typing import Any
 
+from harness.report.notes import md_n_notes
 from harness.report.stats import Comparison, Summary
 from harness.report.tables import Row, StatCell, TaskReport
 
@@ -94,6 +95,7 @@ def markdown(reports: list[TaskReport], root: str, runs: int, problems: list[str
             lines += ["", f"![learning curves of {rep.task}]({rep.figures['png']})"]
     if problems:
         lines += ["", "## Records left out", ""] + [f"- {p}" for p in problems]
+    lines[5:5] = md_n_notes(lines)  # after the method note
     return "\n".join(lines) + "\n"
 
 

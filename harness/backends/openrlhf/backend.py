@@ -48,7 +48,7 @@ class OpenRLHFBackend(Backend):
 
     name = "openrlhf"
     supported_replays = frozenset({ReplayRequest.NONE, ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT,
-                                   ReplayRequest.RUBRIC})
+                                   ReplayRequest.RUBRIC, ReplayRequest.READ_SPANS})
     supports_reference = False
     supports_extra_loss = False
 

@@ -36,14 +36,17 @@ from harness.backends.openrlhf.argv import (
     train_batch_size,
 )
 from harness.models import TINY_PREFIX
-from mrbench_core.replay_kinds import ReplayRequest
+from mrbench_core.replay_kinds import WITHOUT_FORWARD, ReplayRequest
 
 INSTALL_HINT = "pip install 'mrbench[openrlhf]' (OpenRLHF 0.11 with its pinned Ray, vLLM, DeepSpeed, flash-attn)"
 REQUIRED_PACKAGES = ("openrlhf", "ray", "vllm", "deepspeed")
 
 
 def replays(algorithm: Any) -> bool:
-    return ReplayRequest(algorithm.replay_request) is not ReplayRequest.NONE
+    """Whether the algorithm runs forward passes on the policy actors (mrtpo-oracle's read-span
+    masks are built from the verdicts on the driver: no replay pass)."""
+    kind = ReplayRequest(algorithm.replay_request)
+    return kind is not ReplayRequest.NONE and kind not in WITHOUT_FORWARD
 
 
 def refusal(cfg: Any, algorithm: Any) -> str | None:

@@ -6,7 +6,8 @@ calls ``compute_advantages_and_returns``. :class:`MRExperienceMaker` overrides b
 
 - ``make_experience_batch`` first rebuilds the step's batch from the samples (:mod:`.step`) and,
   when the algorithm replays at this step, sends one shard of whole groups to each policy actor
-  (``mr_replay``, :mod:`.shards`) while they still hold the policy that sampled; then it runs
+  (``mr_replay``, :mod:`.shards`) while they still hold the policy that sampled (a kind that needs
+  no forward pass, mrtpo-oracle's read-span masks, is built here from the verdicts); then it runs
   OpenRLHF's own path unchanged;
 - ``compute_advantages_and_returns`` replaces OpenRLHF's reward shaping and estimators with the
   algorithm's token advantages, written into each experience's frame; no KL penalty enters the
@@ -26,7 +27,8 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from harness.backends.openrlhf.cell import CellSpec
 from harness.backends.openrlhf.shards import ReplaySettings, ShardResult, make_shards, merge_shards
 from harness.backends.openrlhf.step import StepBatch, compute_advantages, step_batch, write_advantages
-from mrbench_core.replay_kinds import ReplayRequest
+from harness.replay_builders import replay_for
+from mrbench_core.replay_kinds import WITHOUT_FORWARD, ReplayRequest
 
 
 class MRExperienceMaker(RemoteExperienceMaker):
@@ -54,6 +56,11 @@ class MRExperienceMaker(RemoteExperienceMaker):
         if request is ReplayRequest.NONE or not self.algorithm.needs_replay(self.step):
             return
         t0 = time.time()
+        if request in WITHOUT_FORWARD:  # read-span masks need the tokenizer and the verdicts, no model
+            batch.rep = replay_for(request, None, self.task, self.tokenizer, batch.rollouts, batch.rewards,
+                                   batch.group_ids, batch.T)
+            batch.time_replay = time.time() - t0
+            return
         opts = self.mr_cfg.backend.openrlhf
         settings = ReplaySettings(opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix,
                                   self.mr_cfg.sampling.temperature)
