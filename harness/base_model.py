@@ -153,7 +153,8 @@ def evaluate_base(cfg: RunConfig) -> int:
             raise
         rec.write_eval(evaluation)
         summary = {"wall_seconds": round(time.time() - t0, 1)}
-        rec.update_provenance(status=STATUS_FINISHED, finished=now_iso(), summary=summary)
+        info = backend.rollout_info() if hasattr(backend, "rollout_info") else {}  # precision, attention, threads
+        rec.update_provenance(status=STATUS_FINISHED, finished=now_iso(), summary=summary, rollout=info)
         print_summary(rec, summary, evaluation["benchmarks"])
         return 0
     finally:

@@ -165,3 +165,33 @@ def test_a_missing_baseline_is_said_plainly(report, tmp_path, capsys):
     assert "no 'opsd' rows to compare with" in capsys.readouterr().err
     md = (out / "leaderboard.md").read_text()
     assert "no baseline row on this model" in md and "no target" in md and "higher (" not in md
+
+
+VERDICT_PROBE = """<script>
+window.addEventListener("load", () => {
+  const v = document.querySelector("section.verdict");
+  const first = document.querySelector("h1").nextElementSibling;
+  const pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify({present: !!v, first: first === v, text: v ? v.innerText : "",
+                                    height: v ? v.getBoundingClientRect().height : 0});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no chromium (scripts/setup.sh --dev installs Debian's package as root)")
+def test_report_page_opens_with_a_verdict_from_its_tables(report, tmp_path):
+    page = tmp_path / "verdict.html"
+    page.write_text((report / "report.html").read_text().replace("</body>", VERDICT_PROBE + "</body>"))
+    dom = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                          "--no-first-run", "--virtual-time-budget=5000", "--window-size=1280,2000", "--dump-dom",
+                          page.as_uri()], capture_output=True, text=True, timeout=120, check=True).stdout
+    probe = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.DOTALL).group(1).replace("&quot;", '"'))
+    assert probe["present"] and probe["first"] and probe["height"] > 20
+    text = probe["text"]
+    # 3 seeds of mrtpo against gdpo: nothing decided, and it says why; the intervals say what is ruled out
+    assert "toolcall:" in text and "No difference from gdpo reaches a verdict" in text
+    assert "cannot go below p = 0.25" in text and "rules out gains above" in text
+    md = (report / "leaderboard.md").read_text()
+    assert md.index("## Verdict") < md.index("## toolcall")

@@ -84,7 +84,7 @@ def test_base_row_and_gain_over_base(tmp_path):
     assert gain["p_t"] == pytest.approx(sps.ttest_1samp(xs, BASE).pvalue)
     assert gain["p_perm"] == pytest.approx(0.25) and gain["prob_improvement"] == 1.0 and gain["word"] is None
     assert "| base | tiny-random | — | 0.580 |" in md and "Gain over the base model:" in md
-    assert "rules out gains above" in md and "## Verdict" in md and "Gain over the untrained base model: gdpo +0.060" in md
+    assert "rules out gains above" in md and "## Verdict" in md and "Gain over the untrained base model (95% intervals over seeds): on ifollow-heldout/instruction\\_level, gdpo +0.060" in md
     assert rows[("base", "other-model")]["cells"]["ifollow-heldout/instruction_level"]["mean"] == 0.3
 
 

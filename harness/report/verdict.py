@@ -22,7 +22,7 @@ class Facts:
     baseline: str
     differs: list[str] = field(default_factory=list)     # "mrtpo − gdpo on X: higher, +0.05 [+0.03, +0.07]"
     ruled_out: list[str] = field(default_factory=list)   # "mrtpo − gdpo on X rules out gains above ..."
-    gains: list[str] = field(default_factory=list)       # "gdpo +0.064 [+0.058, +0.071]"
+    gains: dict[str, list[str]] = field(default_factory=dict)  # column -> ["gdpo +0.064 [+0.058, +0.071]"]
     noisy: list[str] = field(default_factory=list)       # "mrtpo − gdpo on X (about 40 seeds for ±0.01)"
     compared: int = 0                                    # comparisons with the baseline that had a test
     undecidable: list[tuple[int, float]] = field(default_factory=list)  # (seeds, smallest exact p) of those
@@ -71,7 +71,7 @@ def _sort(facts: Facts, table: Table, headline: bool) -> None:
             g = cell.vs_base
             if g is not None and g.n > 0:
                 word = f", {g.word}" if g.word else ""
-                facts.gains.append(f"{row.label} {_interval(g)} on {col}{word}")
+                facts.gains.setdefault(col, []).append(f"{row.label} {_interval(g)}{word}")
 
 
 def verdict_facts(report: TaskReport) -> Facts:
@@ -89,7 +89,8 @@ def _list(items: list[str], most: int = 6) -> str:
 def paragraph(f: Facts) -> str:
     parts = []
     if f.gains:
-        parts.append(f"Gain over the untrained base model: {_list(f.gains)}.")
+        per_column = [f"on {col}, {', '.join(items)}" for col, items in f.gains.items()]
+        parts.append(f"Gain over the untrained base model (95% intervals over seeds): {'; '.join(per_column)}.")
     if f.differs:
         parts.append(f"Differs from {f.baseline} (exact sign-flip test, Holm-corrected): {_list(f.differs)}.")
     elif f.compared:
