@@ -41,8 +41,10 @@ def test_paired_comparison_matches_the_libraries():
     c = S.compare(ALGO, BASELINE, effect=0.01)
     d = X - Y
     assert c.n == 5 and c.diff == pytest.approx(d.mean()) and c.sd == pytest.approx(d.std(ddof=1))
-    assert (c.lo, c.hi) == pytest.approx(_boot((d,), np.mean))
-    assert c.p_t == pytest.approx(sps.ttest_rel(X, Y).pvalue)
+    t = sps.ttest_rel(X, Y)
+    assert c.p_t == pytest.approx(t.pvalue) and (c.lo, c.hi) == pytest.approx(tuple(t.confidence_interval()))
+    assert (c.boot_lo, c.boot_hi) == pytest.approx(_boot((d,), np.mean))
+    assert c.boot_lo >= d.min() and c.boot_hi <= d.max()  # why "rules out" reads the t interval
     exact = sps.permutation_test((X, Y), lambda a, b, axis=-1: np.mean(a - b, axis=axis), permutation_type="samples",
                                  n_resamples=np.inf)
     assert c.p_perm == pytest.approx(exact.pvalue) and c.p_min == pytest.approx(2 / 2 ** 5)
@@ -60,8 +62,9 @@ def test_against_one_value_the_base_model():
     base = 0.584
     c = S.compare(ALGO, base, effect=0.01)
     assert c.diff == pytest.approx(X.mean() - base)
-    assert (c.lo, c.hi) == pytest.approx(_boot((X - base,), np.mean))
-    assert c.p_t == pytest.approx(sps.ttest_1samp(X, base).pvalue)
+    t = sps.ttest_1samp(X, base)
+    assert c.p_t == pytest.approx(t.pvalue) and (c.lo, c.hi) == pytest.approx(tuple(t.confidence_interval()))
+    assert (c.boot_lo, c.boot_hi) == pytest.approx(_boot((X - base,), np.mean))
     assert c.p_perm == pytest.approx(2 / 2 ** 5)  # every seed above the base: only the identity and full flip
     assert c.prob == 1.0
 

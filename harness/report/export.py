@@ -32,7 +32,8 @@ def strict_json(data: Any) -> str:
 
 
 def _comparison(c: Comparison) -> dict[str, Any]:
-    return {"n": c.n, "diff": c.diff, "ci": [c.lo, c.hi], "rules_out": rules_out_text(c), "p_t": c.p_t,
+    return {"n": c.n, "diff": c.diff, "ci": [c.lo, c.hi], "ci_bootstrap": [c.boot_lo, c.boot_hi],
+            "rules_out": rules_out_text(c), "p_t": c.p_t,
             "p_perm": c.p_perm, "p_perm_smallest": c.p_min, "p_holm": c.p_holm, "holm_family": c.family,
             "prob_improvement": c.prob, "prob_improvement_ci": [c.prob_lo, c.prob_hi], "sd_diff": c.sd,
             "effect": c.effect, "seeds_needed": c.seeds_needed, "seeds_text": seeds_text(c), "verdict": c.verdict,
@@ -95,7 +96,8 @@ def to_csv(reports: list[TaskReport]) -> str:
                             "left_out": "; ".join(cell.left_out), "baseline": row.baseline_label or "",
                             "base": row.base_label or ""}
                     if (c := cell.vs) is not None:
-                        line.update(diff=c.diff, diff_ci_low=c.lo, diff_ci_high=c.hi, p_t=c.p_t, p_perm=c.p_perm,
+                        line.update(diff=c.diff, diff_ci_low=c.lo, diff_ci_high=c.hi, diff_boot_low=c.boot_lo,
+                                    diff_boot_high=c.boot_hi, p_t=c.p_t, p_perm=c.p_perm,
                                     p_holm=c.p_holm, prob_improvement=c.prob, effect=c.effect,
                                     seeds_needed=c.seeds_needed, rules_out=rules_out_text(c), verdict=c.verdict)
                     if (g := cell.vs_base) is not None:

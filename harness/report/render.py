@@ -14,7 +14,8 @@ from harness.report.tables import Row, StatCell, Table, TaskReport
 from harness.report.verdict import verdict_paragraphs
 
 CSV_FIELDS = ("task", "table", "row", "algorithm", "model", "seeds", "column", "n", "mean", "std", "ci_low",
-              "ci_high", "iqm", "best", "left_out", "baseline", "diff", "diff_ci_low", "diff_ci_high", "p_t",
+              "ci_high", "iqm", "best", "left_out", "baseline", "diff", "diff_ci_low", "diff_ci_high",
+              "diff_boot_low", "diff_boot_high", "p_t",
               "p_perm", "p_holm", "prob_improvement", "effect", "seeds_needed", "rules_out", "verdict", "base",
               "gain", "gain_ci_low", "gain_ci_high", "gain_p_perm", "gain_p_holm", "gain_prob_improvement",
               "gain_seeds_needed", "gain_rules_out", "gain_verdict", "target", "first_step", "steps")
@@ -95,8 +96,9 @@ def gain_text(cell: StatCell | None, row: Row) -> str:
 def method_note(baseline: str, min_seeds: int, effect: float | None = None) -> str:
     effect_text = f"±{effect:g}" if effect is not None else "one point of the column's scale (±0.01 for shares)"
     return (f"Cells: {METHOD}; the best mean of each column in bold. Differences: from the {baseline} row on the "
-            f"same model, over the seeds both ran (mean difference [95% percentile bootstrap interval]), with what "
-            f"that interval rules out. Verdicts: the exact paired sign-flip permutation test "
+            f"same model, over the seeds both ran (mean difference [95% paired t interval, scipy.stats.ttest_rel]), "
+            f"with what that interval rules out (a bootstrap interval of a mean over 3 seeds cannot reach beyond the "
+            f"observed differences, so it would claim too much; the JSON and CSV give it too). Verdicts: the exact paired sign-flip permutation test "
             f"(scipy.stats.permutation_test over all 2^n sign patterns; it cannot go below p = 2/2^n, 0.25 with 3 "
             f"seeds), Holm-corrected over the columns of each row and table; 'higher'/'lower' only where the "
             f"corrected p is below {ALPHA:g}, and 'no verdict possible' where the test cannot reach the threshold "
@@ -105,8 +107,8 @@ def method_note(baseline: str, min_seeds: int, effect: float | None = None) -> s
             f"spread of the paired differences (noncentral t, scipy.stats.nct), and at least the seeds the exact "
             f"test needs. Gain over base: from the base row, the untrained model evaluated through the same "
             f"end-of-run evaluation (benchmarks, held-out cases, decoding), one deterministic evaluation, so the "
-            f"interval is over the trained row's seeds only. leaderboard.csv and .json also give the paired t-test "
-            f"(scipy.stats.ttest_rel), the probability of improvement P(X > Y) over the paired seeds "
+            f"interval (one-sample t, scipy.stats.ttest_1samp) is over the trained row's seeds only. leaderboard.csv "
+            f"and .json also give the t-test p, the bootstrap interval of each difference, the probability of improvement P(X > Y) over the paired seeds "
             f"(rliable.metrics.probability_of_improvement, bootstrap interval) and the interquartile mean per cell "
             f"and per row over seeds x columns (rliable.metrics.aggregate_iqm, stratified bootstrap over each "
             f"column's seeds).")

@@ -4,8 +4,11 @@
   (``scipy.stats.bootstrap``, seeds resampled), and the interquartile mean (``rliable.metrics.aggregate_iqm``)
   with its bootstrap interval;
 - :func:`compare`: one row against another over the seeds both ran (matched by seed), or against a
-  single value (the base model): the mean difference and its bootstrap interval, a paired t-test
-  (``scipy.stats.ttest_rel``; ``ttest_1samp`` against a value), the exact sign-flip permutation test
+  single value (the base model): the mean difference with its 95% t interval and p (paired t-test,
+  ``scipy.stats.ttest_rel``; ``ttest_1samp`` against a value) and its percentile-bootstrap interval.
+  What a difference rules out is read from the t interval: a bootstrap of the mean of 3 values never
+  reaches beyond the largest of them, so at few seeds it claims more than it knows. Then the exact
+  sign-flip permutation test
   (``scipy.stats.permutation_test``, every one of the 2^n sign patterns), the probability of
   improvement P(X > Y) over the paired seeds (``rliable.metrics.probability_of_improvement``) with a
   bootstrap interval resampling each side's seeds independently (rliable's scheme; the resamples use
@@ -58,7 +61,7 @@ class Summary:
 class Comparison:
     n: int              # paired seeds (or seeds, against a single value)
     diff: float         # mean of (row - other) over them
-    lo: float           # 95% bootstrap interval of that mean
+    lo: float           # 95% t interval of that mean (what "rules out" reads)
     hi: float
     p_t: float          # paired t-test (one-sample against a value), two-sided
     p_perm: float       # exact sign-flip permutation test, two-sided
@@ -73,6 +76,8 @@ class Comparison:
     p_holm: float = math.nan
     family: int = 1     # comparisons in the Holm family
     word: str | None = None  # "higher" / "lower" when a verdict is reached
+    boot_lo: float = math.nan  # 95% percentile-bootstrap interval of the mean difference
+    boot_hi: float = math.nan
 
 
 def _rng() -> np.random.Generator:
@@ -121,15 +126,20 @@ def sign_flip_p(diffs: np.ndarray) -> float:
     return float(res.pvalue)
 
 
-def t_test_p(values: np.ndarray, other: np.ndarray | float) -> float:
+def t_test(values: np.ndarray, other: np.ndarray | float) -> tuple[float, float, float]:
+    """Two-sided p and 95% interval of the mean difference: paired t-test (``ttest_rel``), or
+    one-sample against a value (``ttest_1samp``)."""
     diffs = values - other
     if len(diffs) < 2:
-        return math.nan
+        return math.nan, math.nan, math.nan
     if np.all(diffs == diffs[0]):  # no spread: the t statistic is 0/0 or infinite
-        return 1.0 if diffs[0] == 0 else 0.0
+        return (1.0 if diffs[0] == 0 else 0.0), float(diffs[0]), float(diffs[0])
     if isinstance(other, np.ndarray):
-        return float(sps.ttest_rel(values, other).pvalue)
-    return float(sps.ttest_1samp(values, other).pvalue)
+        res = sps.ttest_rel(values, other)
+    else:
+        res = sps.ttest_1samp(values, other)
+    ci = res.confidence_interval(LEVEL)
+    return float(res.pvalue), float(ci.low), float(ci.high)
 
 
 def _prob_axis(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -206,16 +216,16 @@ def compare(values: dict[int, float], other: dict[int, float] | float, effect: f
     if n == 0:
         return Comparison(0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, effect, None, "no seeds in common")
     diffs = xs - ys
-    lo, hi = mean_interval(diffs)
+    boot_lo, boot_hi = mean_interval(diffs)
     sd = float(diffs.std(ddof=1)) if n > 1 else nan
     y_arr = ys if isinstance(ys, np.ndarray) else np.asarray([ys])
     prob, prob_lo, prob_hi = probability_of_improvement(xs, y_arr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        p_t = t_test_p(xs, ys)
+        p_t, lo, hi = t_test(xs, ys)
     needed = seeds_needed(sd, effect) if n >= MIN_SEEDS_FOR_SPREAD else None
     comp = Comparison(n, float(diffs.mean()), lo, hi, p_t, sign_flip_p(diffs), smallest_exact_p(n), prob, prob_lo,
-                      prob_hi, sd, effect, needed)
+                      prob_hi, sd, effect, needed, boot_lo=boot_lo, boot_hi=boot_hi)
     return replace(comp, verdict=f"too few seeds to tell (n={n})") if n < min_seeds else comp
 
 
