@@ -136,8 +136,8 @@ def t_test(values: np.ndarray, other: np.ndarray | float) -> tuple[float, float,
         return (1.0 if diffs[0] == 0 else 0.0), float(diffs[0]), float(diffs[0])
     if isinstance(other, np.ndarray):
         res = sps.ttest_rel(values, other)
-    else:
-        res = sps.ttest_1samp(values, other)
+    else:  # on the differences, so that the interval is of the difference, not of the row's mean
+        res = sps.ttest_1samp(diffs, 0.0)
     ci = res.confidence_interval(LEVEL)
     return float(res.pvalue), float(ci.low), float(ci.high)
 

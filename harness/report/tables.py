@@ -139,7 +139,7 @@ def _table(title: str, groups: list[Group], values_of, bad_of, baseline: str, mi
                for c in columns}
     rows = []
     for g in groups:
-        base = baseline_of(g, groups, baseline)
+        base = None if g.is_base else baseline_of(g, groups, baseline)  # the base row is compared with nothing
         base_row = base_of(g, groups) if with_base else None
         cells: dict[str, StatCell] = {}
         per_column: dict[str, dict[int, float]] = {}
