@@ -191,7 +191,7 @@ def test_report_page_opens_with_a_verdict_from_its_tables(report, tmp_path):
     assert probe["present"] and probe["first"] and probe["height"] > 20
     text = probe["text"]
     # 3 seeds of mrtpo against gdpo: nothing decided, and it says why; the intervals say what is ruled out
-    assert "toolcall:" in text and "No difference from gdpo reaches a verdict" in text
+    assert "toolcall:" in text and "no difference from gdpo reaches a verdict" in text
     assert "cannot go below p = 0.25" in text and "rules out gains above" in text
     md = (report / "leaderboard.md").read_text()
     assert md.index("## Verdict") < md.index("## toolcall")

@@ -87,7 +87,7 @@ def test_base_row_and_gain_over_base(tmp_path):
     assert gain["p_t"] == pytest.approx(t.pvalue)
     assert gain["p_perm"] == pytest.approx(0.25) and gain["prob_improvement"] == 1.0 and gain["word"] is None
     assert "| base | tiny-random | — | 0.580 |" in md and "Gain over the base model:" in md
-    assert "rules out gains above" in md and "## Verdict" in md and "Gain over the untrained base model (95% intervals over seeds): on ifollow-heldout/instruction\\_level, gdpo +0.060" in md
+    assert "rules out gains above" in md and "## Verdict" in md and "training gains +0.060 over the untrained base model on ifollow-heldout/instruction\\_level" in md
     assert rows[("base", "other-model")]["cells"]["ifollow-heldout/instruction_level"]["mean"] == 0.3
 
 
@@ -147,3 +147,20 @@ def test_json_is_strict_and_csv_leaves_undefined_numbers_empty(tmp_path):
     assert lines and all(line[k].lower() not in ("nan", "inf", "-inf") for line in lines for k in numbers)
     assert any(line["left_out"] == "seed 0: inf" for line in lines)
     assert math.isfinite(mrtpo["cells"]["ifollow-heldout/instruction_level"]["mean"])
+
+
+def test_effect_sets_the_seeds_needed_figure(tmp_path, capsys):
+    root = tmp_path / "records"
+    for seed, acc in ACC.items():
+        _record(root, "gdpo", seed, acc)
+        _record(root, "mrtpo", seed, acc + 0.01 * (seed - 1) + 0.005)
+    data, md = _report(root, tmp_path / "out", "--effect", "0.02")
+    mrtpo = next(r for r in data["tasks"]["ifollow"]["tables"][0]["rows"] if r["algorithm"] == "mrtpo")
+    vs = mrtpo["cells"]["ifollow-heldout/instruction_level"]["vs_baseline"]
+    assert vs["effect"] == 0.02 and vs["seeds_text"] == f"about {vs['seeds_needed']} seeds for ±0.02"
+    assert "seeds for ±0.02" in md and "detects ±0.02 with 80% power" in md
+    default, _ = _report(root, tmp_path / "default")
+    row = next(r for r in default["tasks"]["ifollow"]["tables"][0]["rows"] if r["algorithm"] == "mrtpo")
+    assert row["cells"]["ifollow-heldout/instruction_level"]["vs_baseline"]["effect"] == 0.01  # one point of a share
+    assert cli.main(["report", "--root", str(root), "--out", str(tmp_path / "bad"), "--effect", "-1"]) == 2
+    assert "--effect -1.0: must be a positive number" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from harness.report.figures import report_window
 from harness.report.notes import CELL_N_NOTE, DIFF_N_NOTE, n_notes
 from harness.report.render import gain_text, method_note, stat_text, threshold_text, vs_text
 from harness.report.tables import TaskReport
-from harness.report.verdict import verdict_paragraphs
+from harness.report.verdict import verdict_parts
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; padding: 0 1em; }
@@ -32,7 +32,8 @@ td.best { font-weight: bold; }
 tr.baseline td { background: #fafaf0; }
 p.note { color: #555; font-size: 0.9em; max-width: 60em; }
 section.verdict { border-left: 4px solid #4a7; background: #f4faf6; padding: 0.2em 1em; margin: 1em 0; }
-section.verdict p { max-width: 60em; }
+section.verdict p, section.verdict li { max-width: 60em; }
+section.verdict p.lead { font-weight: 600; }
 img.curves { max-width: 100%; border: 1px solid #ddd; }
 .views > input { position: absolute; opacity: 0; }
 .views > label { display: inline-block; padding: 0.2em 0.8em; margin: 0 0.3em 0.4em 0; border: 1px solid #bbb;
@@ -87,11 +88,15 @@ def _curves(rep: TaskReport, out_dir: Path, index: int) -> list[str]:
 
 def verdict_block(reports: list[TaskReport]) -> list[str]:
     """The page's opening verdict: one paragraph per task, from its own tables."""
-    paragraphs = verdict_paragraphs(reports)
-    if not paragraphs:
+    parts = verdict_parts(reports)
+    if not parts:
         return []
-    return ['<section class="verdict" id="verdict"><h2>Verdict</h2>',
-            *(f"<p>{escape(text)}</p>" for text in paragraphs), "</section>"]
+    out = ['<section class="verdict" id="verdict"><h2>Verdict</h2>']
+    for lead, points in parts:
+        out.append(f'<p class="lead">{escape(lead)}</p>')
+        if points:
+            out.append("<ul>" + "".join(f"<li>{escape(p)}</li>" for p in points) + "</ul>")
+    return out + ["</section>"]
 
 
 def to_html(reports: list[TaskReport], out_dir: Path, root: str, runs: int, problems: list[str], baseline: str,

@@ -11,7 +11,7 @@ from html import escape
 from harness.report.notes import md_n_notes
 from harness.report.stats import ALPHA, METHOD, MIN_SEEDS_FOR_SPREAD, POWER, SEEDS_MAX, Comparison, Summary
 from harness.report.tables import Row, StatCell, Table, TaskReport
-from harness.report.verdict import verdict_paragraphs
+from harness.report.verdict import verdict_parts
 
 CSV_FIELDS = ("task", "table", "row", "algorithm", "model", "seeds", "column", "n", "mean", "std", "ci_low",
               "ci_high", "iqm", "best", "left_out", "baseline", "diff", "diff_ci_low", "diff_ci_high",
@@ -146,12 +146,13 @@ def markdown(reports: list[TaskReport], root: str, runs: int, problems: list[str
              min_seeds: int, effect: float | None = None) -> str:
     lines = ["# mrbench report", "", f"{runs} finished runs under {md_code(root)}.", "",
              method_note(baseline, min_seeds, effect)]
-    paragraphs = verdict_paragraphs(reports)
-    if paragraphs:
-        lines += ["", "## Verdict", ""]
-        for text in paragraphs:
-            lines += [md_escape_prose(text), ""]
-        lines.pop()
+    parts = verdict_parts(reports)
+    if parts:
+        lines += ["", "## Verdict"]
+        for lead, points in parts:
+            lines += ["", f"**{md_escape_prose(lead)}**"]
+            if points:
+                lines += [""] + [f"- {md_escape_prose(p)}" for p in points]
     for rep in reports:
         lines += ["", f"## {md_escape(rep.task)}"]
         for table in rep.tables:
