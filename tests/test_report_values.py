@@ -111,6 +111,24 @@ def test_nan_and_infinity_are_named_kept_out_and_printed_as_such(tmp_path):
     assert "inf ±" not in md and "nan ±" not in md.lower() and "[0.000, —]" not in md
 
 
+def test_nulls_and_benchmarks_not_run_are_named_too(tmp_path):
+    root = tmp_path / "records"
+    path = _record(root, "gdpo", 0, 0.6)
+    _record(root, "gdpo", 1, 0.7)
+    metrics = (path / "metrics.jsonl").read_text().splitlines()
+    metrics[1] = json.dumps({"step": 2, "reward_mean": None, "reward/keywords:existence": 0.5})
+    (path / "metrics.jsonl").write_text("\n".join(metrics) + "\n")
+    atomic_write_json(path / "eval.json", {"benchmarks": {
+        "ifollow-heldout": {"summary": {"instruction_level": None}, "cases": 4},
+        "ifeval": {"error": "no data under /nowhere"}}})
+    data, md = _report(root, tmp_path / "out")
+    named = [p.removeprefix(f"{path}: ") for p in data["left_out"] if p.startswith(str(path))]
+    assert "eval.json ifollow-heldout/instruction_level is null: left out of its column" in named
+    assert "eval.json ifeval was not evaluated (no data under /nowhere): no column" in named
+    assert "metrics.jsonl step 2 reward_mean is null: left out of the curve and the final value" in named
+    assert "(n=1; left out: seed 0: null)" in md
+
+
 def test_an_empty_root_warns_or_with_strict_fails(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     out = tmp_path / "out"

@@ -94,18 +94,27 @@ def eval_numbers(eval_json: dict[str, Any] | None, notes: list[str] | None = Non
     """Finite headline numbers; a non-finite one goes to ``nonfinite`` and ``notes`` instead."""
     out: dict[str, float] = {}
     for bench, res in ((eval_json or {}).get("benchmarks") or {}).items():
+        if isinstance(res, dict) and "error" in res and "summary" not in res:
+            if notes is not None:
+                notes.append(f"eval.json {bench} was not evaluated ({res['error']}): no column")
+            continue
         for key, value in ((res or {}).get("summary") or {}).items():
-            number = _number(value)
-            if number is None or "count" in key or key.startswith("n_"):
+            if "count" in key or key.startswith("n_"):
                 continue
+            number = _number(value)
             column = f"{bench}/{key}"
+            if number is None and value is None:  # a strict writer's null for an undefined number
+                number = math.nan
+            if number is None:
+                continue
             if math.isfinite(number):
                 out[column] = number
             else:
+                what = "null" if value is None else nonfinite_name(number)
                 if nonfinite is not None:
-                    nonfinite[column] = nonfinite_name(number)
+                    nonfinite[column] = what
                 if notes is not None:
-                    notes.append(f"eval.json {column} is {nonfinite_name(number)}: left out of its column")
+                    notes.append(f"eval.json {column} is {what}: left out of its column")
     return out
 
 
@@ -115,14 +124,17 @@ def reward_curves(metrics: list[dict[str, Any]], notes: list[str] | None = None)
         step = int(row["step"])
         by_family: dict[str, list[float]] = defaultdict(list)
         for key, value in row.items():
-            number = _number(value)
             name = "reward_mean" if key == "reward_mean" else reward_mean_name(key)  # not diagnostics
-            if number is None or name is None:
+            if name is None:
+                continue
+            number = math.nan if value is None else _number(value)
+            if number is None:
                 continue
             if not math.isfinite(number):
                 if notes is not None:
-                    notes.append(f"metrics.jsonl step {step} {key} is {nonfinite_name(number)}: left out of the "
-                                 f"curve and the final value")
+                    what = "null" if value is None else nonfinite_name(number)
+                    notes.append(f"metrics.jsonl step {step} {key} is {what}: left out of the curve and the final "
+                                 f"value")
                 continue
             if key == "reward_mean":
                 curves[ALL][step] = number
@@ -138,7 +150,7 @@ def dropped_families(metrics: list[dict[str, Any]]) -> set[str]:
     out = set()
     for row in metrics:
         for key, value in row.items():
-            number = _number(value)
+            number = math.nan if value is None else _number(value)
             if number is not None and not math.isfinite(number):
                 if key == "reward_mean":
                     out.add(ALL)
