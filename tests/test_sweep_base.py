@@ -87,3 +87,30 @@ def test_tiny_sweep_with_base_reports_the_base_row_and_never_reruns_it(tmp_path,
         assert cell["gain_over_base"]["n"] == 2
     md = (out / "leaderboard.md").read_text()
     assert "| base | tiny-random | — |" in md and "Gain over the base model:" in md
+
+
+def test_run_base_model_writes_the_base_record_once_and_matches_mrbench_eval(tmp_path, capsys, one_torch_thread):
+    flags = ["--model", "tiny-random", "--model.dtype", "float32", "--schedule.eval_limit", "2",
+             "--schedule.eval_max_new_tokens", "4", "--output.root", str(tmp_path / "r")]
+    assert cli.main(["run", *flags, "--base-model"]) == 0
+    cfg = resolve(None, [("model", "tiny-random"), ("model.dtype", "float32"), ("schedule.eval_limit", "2"),
+                         ("schedule.eval_max_new_tokens", "4"), ("output.root", str(tmp_path / "r"))])
+    path = base_record_dir(tmp_path / "r", cfg.to_dict())
+    assert json.loads((path / "config.json").read_text()) == base_identity(cfg.to_dict())
+    summary = json.loads((path / "eval.json").read_text())["benchmarks"]["ifollow-heldout"]["summary"]
+    stamp = (path / "eval.json").stat().st_mtime_ns
+    assert cli.main(["run", *flags, "--base-model"]) == 0
+    assert "already finished; not rerunning" in capsys.readouterr().out
+    assert (path / "eval.json").stat().st_mtime_ns == stamp
+    # the same numbers as mrbench eval with the same model, precision, cases and token budget
+    recipe = tmp_path / "fp32.yaml"
+    recipe.write_text("model: {dtype: float32}\n")
+    assert cli.main(["eval", "ifollow-heldout", "--model", "tiny-random", "--config", str(recipe), "--limit", "2",
+                     "--max-new-tokens", "4", "--out", str(tmp_path / "e")]) == 0
+    assert json.loads((tmp_path / "e" / "summary.json").read_text())["instruction_level"] == summary["instruction_level"]
+    # a directory holding another record is refused
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text("{}")
+    assert cli.main(["run", *flags, "--output.dir", str(other), "--base-model"]) == 2
+    assert "holds another record than this base-model evaluation" in capsys.readouterr().err
