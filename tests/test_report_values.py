@@ -182,3 +182,36 @@ def test_effect_sets_the_seeds_needed_figure(tmp_path, capsys):
     assert row["cells"]["ifollow-heldout/instruction_level"]["vs_baseline"]["effect"] == 0.01  # one point of a share
     assert cli.main(["report", "--root", str(root), "--out", str(tmp_path / "bad"), "--effect", "-1"]) == 2
     assert "--effect -1.0: must be a positive number" in capsys.readouterr().err
+
+
+def test_every_number_of_a_comparison_is_the_libraries(tmp_path):
+    """The report's JSON for fixed per-seed values against scipy and rliable, computed here."""
+    from rliable import metrics as rl
+
+    ours = {0: 0.651, 1: 0.645, 2: 0.656, 3: 0.660, 4: 0.641, 5: 0.652}
+    theirs = {0: 0.648, 1: 0.642, 2: 0.655, 3: 0.650, 4: 0.649, 5: 0.640}
+    root = tmp_path / "records"
+    for seed in ours:
+        _record(root, "gdpo", seed, theirs[seed])
+        _record(root, "mrtpo", seed, ours[seed])
+    data, md = _report(root, tmp_path / "out", "--effect", "0.02")
+    rows = {r["algorithm"]: r for r in data["tasks"]["ifollow"]["tables"][0]["rows"]}
+    cell = rows["mrtpo"]["cells"]["ifollow-heldout/instruction_level"]
+    vs = cell["vs_baseline"]
+    x, y = np.array(list(ours.values())), np.array(list(theirs.values()))
+    rng = lambda: np.random.default_rng(0)  # noqa: E731
+    t = sps.ttest_rel(x, y)
+    assert vs["ci"] == pytest.approx(list(t.confidence_interval())) and vs["p_t"] == pytest.approx(t.pvalue)
+    boot = sps.bootstrap((x - y,), np.mean, n_resamples=9999, method="percentile", rng=rng()).confidence_interval
+    assert vs["ci_bootstrap"] == pytest.approx([boot.low, boot.high])
+    exact = sps.permutation_test((x, y), lambda a, b, axis=-1: np.mean(a - b, axis=axis), permutation_type="samples",
+                                 n_resamples=np.inf)
+    assert vs["p_perm"] == pytest.approx(exact.pvalue) and vs["p_holm"] == pytest.approx(min(1, 1 * exact.pvalue))
+    assert vs["prob_improvement"] == pytest.approx(rl.probability_of_improvement(x[:, None], y[:, None]))
+    sd = (x - y).std(ddof=1)
+    powers = {n: sps.nct.sf(sps.t.ppf(0.975, n - 1), n - 1, 0.02 / (sd / np.sqrt(n)))
+              + sps.nct.cdf(-sps.t.ppf(0.975, n - 1), n - 1, 0.02 / (sd / np.sqrt(n))) for n in range(2, 60)}
+    needed = max(min(n for n, p in powers.items() if p >= 0.8), 6)  # the exact test needs 6 seeds for p < 0.05
+    assert vs["seeds_needed"] == needed and f"about {needed} seeds for ±0.02" in md
+    summary = sps.bootstrap((x,), np.mean, n_resamples=9999, method="percentile", rng=rng()).confidence_interval
+    assert cell["ci"] == pytest.approx([summary.low, summary.high]) and cell["iqm"] == pytest.approx(rl.aggregate_iqm(x))
