@@ -191,15 +191,15 @@ def test_every_number_of_a_comparison_is_the_libraries(tmp_path):
     ours = {0: 0.651, 1: 0.645, 2: 0.656, 3: 0.660, 4: 0.641, 5: 0.652}
     theirs = {0: 0.648, 1: 0.642, 2: 0.655, 3: 0.650, 4: 0.649, 5: 0.640}
     root = tmp_path / "records"
-    for seed in ours:
+    for seed, value in ours.items():
         _record(root, "gdpo", seed, theirs[seed])
-        _record(root, "mrtpo", seed, ours[seed])
+        _record(root, "mrtpo", seed, value)
     data, md = _report(root, tmp_path / "out", "--effect", "0.02")
     rows = {r["algorithm"]: r for r in data["tasks"]["ifollow"]["tables"][0]["rows"]}
     cell = rows["mrtpo"]["cells"]["ifollow-heldout/instruction_level"]
     vs = cell["vs_baseline"]
     x, y = np.array(list(ours.values())), np.array(list(theirs.values()))
-    rng = lambda: np.random.default_rng(0)  # noqa: E731
+    rng = lambda: np.random.default_rng(0)
     t = sps.ttest_rel(x, y)
     assert vs["ci"] == pytest.approx(list(t.confidence_interval())) and vs["p_t"] == pytest.approx(t.pvalue)
     boot = sps.bootstrap((x - y,), np.mean, n_resamples=9999, method="percentile", rng=rng()).confidence_interval

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from harness.records import atomic_write_text
 from harness.report.collect import collect, group_runs
+from harness.report.export import to_csv, to_json
 from harness.report.figures import draw_curves
 from harness.report.html import to_html
-from harness.report.export import to_csv, to_json
 from harness.report.render import markdown
 from harness.report.tables import TaskReport, task_report
 
