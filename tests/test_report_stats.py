@@ -126,3 +126,10 @@ def test_stratified_iqm_over_seeds_and_columns():
 @pytest.mark.parametrize("values,point", [([0.2, 0.9], 0.01), ([-3.0, 2.5], 0.1), ([40.0], 1.0)])
 def test_one_point_of_a_columns_scale(values, point):
     assert S.column_scale_point(values) == pytest.approx(point)
+
+
+def test_holm_agrees_with_statsmodels():
+    multitest = pytest.importorskip("statsmodels.stats.multitest")
+    ps = [0.25, 0.5, 0.0156, 0.03125, 0.75, 0.0625, 1.0, 0.125]
+    expected = multitest.multipletests(ps, alpha=0.05, method="holm")[1]
+    assert S.holm(ps) == pytest.approx(list(expected))
