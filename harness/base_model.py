@@ -48,8 +48,9 @@ BASE = "base"
 IDENTITY_FIELDS = ("task.name", "task.data_dir", "task.options", "model.name", "model.dtype", "model.device",
                    "backend.name", "schedule.eval_benchmarks", "schedule.eval_data_dir", "schedule.eval_limit",
                    "schedule.eval_max_new_tokens")
-#: the generation options of the built-in backends (a plugin backend: all of backend.options.<name>)
-BACKEND_FIELDS = {"local": ("backend.local.rollout_attention",), "openrlhf": ("backend.openrlhf",)}
+#: the generation options of the built-in backends (a plugin backend: all of backend.options.<name>);
+#: openrlhf evaluates through the local backend's generator
+BACKEND_FIELDS = {"local": ("backend.local.rollout_attention",), "openrlhf": ("backend.local.rollout_attention",)}
 _MISSING = object()
 
 
