@@ -114,3 +114,19 @@ def test_run_base_model_writes_the_base_record_once_and_matches_mrbench_eval(tmp
     (other / "config.json").write_text("{}")
     assert cli.main(["run", *flags, "--output.dir", str(other), "--base-model"]) == 2
     assert "holds another record than this base-model evaluation" in capsys.readouterr().err
+
+
+def test_the_reference_grids_each_get_one_base_cell_and_the_first_ones_is_committed(monkeypatch):
+    from pathlib import Path
+
+    from harness.sweep.status import FINISHED, cell_state
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)  # the grids' roots are relative to the checkout
+    grids = repo / "grids"
+    for name in ("ifollow-smollm2.yaml", "ifollow-smollm2-2.yaml"):
+        cells = expand(load_grid(grids / name))
+        (base,) = [c for c in cells if c.kind == "base"]
+        assert all(matches(base.record_config(), c.cfg.to_dict()) for c in cells if c.kind == "train")
+    first = expand(load_grid(grids / "ifollow-smollm2.yaml"))
+    assert cell_state(first[0]).state == FINISHED  # the committed base record: a rerun evaluates nothing
