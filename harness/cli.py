@@ -111,6 +111,10 @@ def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
     cfg = _resolve_config(args, extra, "run")
     if cfg is None:
         return 2
+    if args.base_model:
+        from harness.base_model import evaluate_base
+
+        return evaluate_base(cfg)
     return dry_run(cfg) if args.dry_run else run(cfg)
 
 
@@ -188,7 +192,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness.report.command import ReportOptions, write_report
 
     written = write_report(ReportOptions(root=args.root, out=args.out, baseline=args.baseline,
-                                         threshold=args.threshold, min_seeds=args.min_seeds))
+                                         threshold=args.threshold, min_seeds=args.min_seeds, effect=args.effect,
+                                         strict=args.strict))
     for path in written:
         print(path)
     return 0
@@ -249,6 +254,10 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     run.add_argument("--dry-run", action="store_true",
                      help="check the run and print what the backend would launch (for openrlhf: the OpenRLHF "
                           "command line and the placement of actors and engines), without training")
+    run.add_argument("--base-model", action="store_true",
+                     help="train nothing: evaluate the untrained model as this run's end-of-run evaluation would "
+                          "(same benchmarks, held-out cases and decoding) into a base record, "
+                          "ROOT/<task>/base/<model>/eval-<hash> (mrbench report's base row)")
     config = sub.add_parser("config", help="inspect run configs")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_command(config_sub, "show", "print the resolved run config as YAML (what config.json records)",
@@ -317,6 +326,10 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
                     "(default: the baseline's final value)")
     rp.add_argument("--min-seeds", type=int, default=3, help="fewer paired seeds than this: 'too few seeds "
                     "to tell' (default 3)")
+    rp.add_argument("--effect", type=float, help="the difference 'seeds needed' is for: the seeds at which a paired "
+                    "test detects it at 80%% power (default: one point of each column's scale, 0.01 for shares)")
+    rp.add_argument("--strict", action="store_true", help="exit 2 when the root holds no finished run "
+                    "(default: a warning, and an empty report)")
 
     from harness.credit.cli import add_parsers
 

@@ -49,6 +49,15 @@ def dry_run(cfg: RunConfig) -> int:
     return 0
 
 
+def end_of_run_eval(plan: Any, generate: Any, cfg: RunConfig) -> dict[str, Any]:
+    """``eval.json``'s content: the run's benchmarks (``plan.benchmarks``) with ``generate``, limited and
+    decoded as ``cfg.schedule`` says. The one evaluation path of a trained run and of its base model
+    (:mod:`harness.base_model`), so that both are scored alike."""
+    s = cfg.schedule
+    results = benchmark_results(plan.benchmarks, generate, limit=s.eval_limit, max_new_tokens=s.eval_max_new_tokens)
+    return {"benchmarks": results, "eval_limit": s.eval_limit}
+
+
 def run(cfg: RunConfig) -> int:
     """Pre-flight, open the record, train, evaluate, finish. A run that stops on an error leaves
     its record marked ``failed`` with the reason (rerunning the command resumes it)."""
@@ -72,15 +81,14 @@ def run(cfg: RunConfig) -> int:
         try:
             backend = plan.backend_class(cfg, plan.task, plan.algorithm)
             summary = backend.train(rec)
-            s = cfg.schedule
-            eval_results = benchmark_results(plan.benchmarks, backend.generate, limit=s.eval_limit,
-                                             max_new_tokens=s.eval_max_new_tokens)
+            evaluation = end_of_run_eval(plan, backend.generate, cfg)
         except BaseException as exc:
             rec.fail(f"{type(exc).__name__}: {exc}")
             if loggers:
                 loggers.close(None)
             raise
-        rec.write_eval({"benchmarks": eval_results, "eval_limit": cfg.schedule.eval_limit})
+        rec.write_eval(evaluation)
+        eval_results = evaluation["benchmarks"]
         summary = dict(summary)
         summary["wall_seconds"] = round(time.time() - t0, 1)
         rec.finish(summary)

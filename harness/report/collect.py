@@ -12,7 +12,12 @@ From each record:
 
 Records are grouped by their configuration less the seed, the output place and execution-only
 fields: one group is one row (algorithm, model and, where rows of the same algorithm and model
-differ, the differing settings, e.g. ``mrtpo (beta=0.25)``).
+differ, the differing settings, e.g. ``mrtpo (beta=0.25)``). A base record
+(:mod:`harness.base_model`) is a group of its own, ``base``.
+
+A value that is not a finite number (NaN, Infinity) is kept out of every mean, interval and curve,
+and named: ``Run.notes`` says which record, file, key (and step) and what it was, and
+``Run.bad_evals`` / ``bad_finals`` mark the column, so that its cell says a value was left out.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.base_model import BASE, is_base
 from harness.metric_names import reward_mean_name
 from harness.records import EXECUTION_FIELDS, RecordError, find_records, load_record
 
@@ -39,6 +45,13 @@ class Run:
     finals: dict[str, float]
     curves: dict[str, dict[int, float]]  # family -> step -> value
     steps: int
+    bad_evals: dict[str, str] = field(default_factory=dict)   # column -> "NaN" / "inf" / "-inf", left out
+    bad_finals: dict[str, str] = field(default_factory=dict)  # family -> "NaN", left out
+    notes: list[str] = field(default_factory=list)           # each value left out, and why
+
+    @property
+    def is_base(self) -> bool:
+        return is_base(self.config)
 
 
 @dataclass
@@ -56,47 +69,99 @@ class Group:
     def seeds(self) -> list[int]:
         return sorted(r.seed for r in self.runs)
 
+    @property
+    def is_base(self) -> bool:
+        return bool(self.runs) and self.runs[0].is_base
+
 
 def family_of(reward: str) -> str:
     return reward.split(":", 1)[0]
 
 
 def _number(value: Any) -> float | None:
+    """A float for any number (NaN and infinities included); None for anything else."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
-    return None if math.isnan(value) else value
+    return float(value)
 
 
-def eval_numbers(eval_json: dict[str, Any] | None) -> dict[str, float]:
+def nonfinite_name(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def eval_numbers(eval_json: dict[str, Any] | None, notes: list[str] | None = None,
+                 nonfinite: dict[str, str] | None = None) -> dict[str, float]:
+    """Finite headline numbers; a non-finite one goes to ``nonfinite`` and ``notes`` instead."""
     out: dict[str, float] = {}
     for bench, res in ((eval_json or {}).get("benchmarks") or {}).items():
+        if isinstance(res, dict) and "error" in res and "summary" not in res:
+            if notes is not None:
+                notes.append(f"eval.json {bench} was not evaluated ({res['error']}): no column")
+            continue
         for key, value in ((res or {}).get("summary") or {}).items():
+            if "count" in key or key.startswith("n_"):
+                continue
             number = _number(value)
-            if number is not None and "count" not in key and not key.startswith("n_"):
-                out[f"{bench}/{key}"] = number
+            column = f"{bench}/{key}"
+            if number is None and value is None:  # a strict writer's null for an undefined number
+                number = math.nan
+            if number is None:
+                continue
+            if math.isfinite(number):
+                out[column] = number
+            else:
+                what = "null" if value is None else nonfinite_name(number)
+                if nonfinite is not None:
+                    nonfinite[column] = what
+                if notes is not None:
+                    notes.append(f"eval.json {column} is {what}: left out of its column")
     return out
 
 
-def reward_curves(metrics: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
+def reward_curves(metrics: list[dict[str, Any]], notes: list[str] | None = None) -> dict[str, dict[int, float]]:
     curves: dict[str, dict[int, float]] = defaultdict(dict)
     for row in metrics:
         step = int(row["step"])
         by_family: dict[str, list[float]] = defaultdict(list)
         for key, value in row.items():
-            number = _number(value)
-            if reward_mean_name(key) is not None and number is not None:
-                by_family[family_of(reward_mean_name(key))].append(number)
-        mean = _number(row.get("reward_mean"))
-        if mean is not None:
-            curves[ALL][step] = mean
+            name = "reward_mean" if key == "reward_mean" else reward_mean_name(key)  # not diagnostics
+            if name is None:
+                continue
+            number = math.nan if value is None else _number(value)
+            if number is None:
+                continue
+            if not math.isfinite(number):
+                if notes is not None:
+                    what = "null" if value is None else nonfinite_name(number)
+                    notes.append(f"metrics.jsonl step {step} {key} is {what}: left out of the curve and the final "
+                                 f"value")
+                continue
+            if key == "reward_mean":
+                curves[ALL][step] = number
+            else:
+                by_family[family_of(name)].append(number)
         for fam, values in by_family.items():
             curves[fam][step] = sum(values) / len(values)
     return dict(curves)
 
 
+def dropped_families(metrics: list[dict[str, Any]]) -> set[str]:
+    """Families with a non-finite value somewhere in ``metrics``."""
+    out = set()
+    for row in metrics:
+        for key, value in row.items():
+            number = math.nan if value is None else _number(value)
+            if number is not None and not math.isfinite(number):
+                if key == "reward_mean":
+                    out.add(ALL)
+                elif reward_mean_name(key) is not None:
+                    out.add(family_of(reward_mean_name(key)))
+    return out
+
+
 def final_value(curve: dict[int, float], last_step: int) -> float | None:
-    """Mean over the last :data:`FINAL_SHARE` of ``last_step`` steps; else the curve's last value."""
+    """Mean over the last :data:`FINAL_SHARE` of ``last_step`` steps; else the curve's last value (a family
+    the last steps' prompts did not ask for); None for an empty curve."""
     if not curve:
         return None
     window = max(1, math.ceil(FINAL_SHARE * last_step))
@@ -123,14 +188,22 @@ def settings_of(config: dict[str, Any]) -> dict[str, Any]:
 def read_run(path: Path, rec: dict[str, Any]) -> Run:
     metrics = rec["metrics"]
     last = int(metrics[-1]["step"]) if metrics else 0
-    curves = reward_curves(metrics)
+    notes: list[str] = []
+    bad_finals: dict[str, str] = {}
+    bad_evals: dict[str, str] = {}
+    curves = reward_curves(metrics, notes)
     finals = {fam: v for fam, c in curves.items() if (v := final_value(c, last)) is not None}
-    return Run(path=str(path), seed=int(rec["config"].get("seed", 0)), config=rec["config"],
-               evals=eval_numbers(rec.get("eval")), finals=finals, curves=curves, steps=last)
+    for fam in dropped_families(metrics) - set(finals):  # every value of the family was non-finite
+        bad_finals[fam] = "NaN"
+    evals = eval_numbers(rec.get("eval"), notes, bad_evals)
+    seed = rec["config"].get("seed")
+    return Run(path=str(path), seed=int(seed) if seed is not None else 0, config=rec["config"], evals=evals,
+               finals=finals, curves=curves, steps=last, bad_evals=bad_evals, bad_finals=bad_finals, notes=[f"{path}: {n}" for n in notes])
 
 
 def collect(root: str | Path) -> tuple[list[Run], list[str]]:
-    """Finished runs under ``root``, and a line for each record left out (unfinished or unreadable)."""
+    """Finished runs under ``root``, and a line for each record left out (unfinished or unreadable)
+    and for each value left out of a record (not a finite number)."""
     from tqdm.auto import tqdm
 
     runs, problems = [], []
@@ -142,7 +215,9 @@ def collect(root: str | Path) -> tuple[list[Run], list[str]]:
             if status != "finished":
                 problems.append(f"{path}: not finished (status {status!r})")
                 continue
-            runs.append(read_run(path, rec))
+            run = read_run(path, rec)
+            runs.append(run)
+            problems += run.notes
         except (RecordError, KeyError, ValueError, TypeError) as exc:
             problems.append(f"{path}: {exc}")
     return runs, problems
@@ -162,7 +237,8 @@ def group_runs(runs: list[Run]) -> tuple[dict[str, list[Group]], list[str]]:
         key = repr(sorted(settings.items(), key=lambda kv: kv[0]))
         if key not in groups:
             cfg = run.config
-            groups[key] = Group(cfg["task"]["name"], cfg["algo"]["name"], cfg["model"]["name"], settings)
+            algo = BASE if run.is_base else cfg["algo"]["name"]
+            groups[key] = Group(cfg["task"]["name"], algo, cfg["model"]["name"], settings)
         group = groups[key]
         if run.seed in group.seeds:
             other = next(r.path for r in group.runs if r.seed == run.seed)
@@ -180,6 +256,6 @@ def group_runs(runs: list[Run]) -> tuple[dict[str, list[Group]], list[str]]:
             extra = ", ".join(f"{_short(k)}={g.settings.get(k, 'default')}" for k in differing)
             g.label = f"{g.algo} ({extra})" if extra else g.algo
     by_task: dict[str, list[Group]] = defaultdict(list)
-    for g in sorted(groups.values(), key=lambda g: (g.task, g.model, g.algo, g.label)):
+    for g in sorted(groups.values(), key=lambda g: (g.task, g.model, not g.is_base, g.algo, g.label)):
         by_task[g.task].append(g)
     return dict(by_task), problems

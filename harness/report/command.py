@@ -8,10 +8,15 @@ from pathlib import Path
 
 from harness.records import atomic_write_text
 from harness.report.collect import collect, group_runs
+from harness.report.export import to_csv, to_json
 from harness.report.figures import draw_curves
 from harness.report.html import to_html
-from harness.report.render import markdown, to_csv, to_json
+from harness.report.render import markdown
 from harness.report.tables import TaskReport, task_report
+
+
+class EmptyReport(ValueError):
+    """``--strict`` and no finished run under the root (the CLI prints it and exits 2)."""
 
 
 @dataclass
@@ -21,6 +26,8 @@ class ReportOptions:
     baseline: str = "gdpo"
     threshold: float | None = None
     min_seeds: int = 3
+    effect: float | None = None   # the effect seeds-needed is for (None: one point of each column's scale)
+    strict: bool = False          # an empty root is an error, not a warning
 
 
 def build_reports(opts: ReportOptions) -> tuple[list[TaskReport], int, list[str]]:
@@ -29,7 +36,7 @@ def build_reports(opts: ReportOptions) -> tuple[list[TaskReport], int, list[str]
         raise FileNotFoundError(f"--root {opts.root}: no such directory")
     runs, problems = collect(opts.root)
     by_task, more = group_runs(runs)
-    reports = [task_report(task, groups, opts.baseline, opts.threshold, opts.min_seeds)
+    reports = [task_report(task, groups, opts.baseline, opts.threshold, opts.min_seeds, opts.effect)
                for task, groups in by_task.items()]
     return reports, len(runs) - len(more), problems + more
 
@@ -37,9 +44,16 @@ def build_reports(opts: ReportOptions) -> tuple[list[TaskReport], int, list[str]
 def write_report(opts: ReportOptions) -> list[Path]:
     """Write leaderboard.md/.csv/.json, curves-<task>.png/.svg and report.html; returns their paths."""
     out = Path(opts.out)
+    if opts.effect is not None and not (opts.effect > 0 and opts.effect < float("inf")):
+        raise ValueError(f"--effect {opts.effect}: must be a positive number")
     reports, runs, problems = build_reports(opts)
+    if runs == 0:
+        why = f"no finished run under {opts.root}" + (f" ({len(problems)} records left out)" if problems else "")
+        if opts.strict:
+            raise EmptyReport(f"{why}; nothing to report (--strict)")
+        print(f"mrbench report: warning: {why}; the report is empty", file=sys.stderr)
     for rep in reports:
-        algos = sorted({row.algo for table in rep.tables for row in table.rows})
+        algos = sorted({row.algo for table in rep.tables for row in table.rows if not row.is_base})
         if opts.baseline not in algos:
             print(f"mrbench report: task {rep.task}: no {opts.baseline!r} rows to compare with (--baseline); "
                   f"its algorithms: {', '.join(algos)}", file=sys.stderr)
@@ -49,10 +63,10 @@ def write_report(opts: ReportOptions) -> list[Path]:
         written += [out / name for name in rep.figures.values()]
     root = str(opts.root)
     files = {
-        "leaderboard.md": markdown(reports, root, runs, problems, opts.baseline, opts.min_seeds),
+        "leaderboard.md": markdown(reports, root, runs, problems, opts.baseline, opts.min_seeds, opts.effect),
         "leaderboard.csv": to_csv(reports),
-        "leaderboard.json": to_json(reports, root, problems, opts.baseline, opts.min_seeds),
-        "report.html": to_html(reports, out, root, runs, problems, opts.baseline, opts.min_seeds),
+        "leaderboard.json": to_json(reports, root, problems, opts.baseline, opts.min_seeds, opts.effect),
+        "report.html": to_html(reports, out, root, runs, problems, opts.baseline, opts.min_seeds, opts.effect),
     }
     for name, text in files.items():
         atomic_write_text(out / name, text)

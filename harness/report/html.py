@@ -17,8 +17,9 @@ from pathlib import Path
 
 from harness.report.figures import report_window
 from harness.report.notes import CELL_N_NOTE, DIFF_N_NOTE, n_notes
-from harness.report.render import method_note, stat_text, threshold_text, vs_text
+from harness.report.render import gain_text, method_note, stat_text, threshold_text, vs_text
 from harness.report.tables import TaskReport
+from harness.report.verdict import verdict_parts
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; padding: 0 1em; }
@@ -30,6 +31,9 @@ td { min-width: 5em; }
 td.best { font-weight: bold; }
 tr.baseline td { background: #fafaf0; }
 p.note { color: #555; font-size: 0.9em; max-width: 60em; }
+section.verdict { border-left: 4px solid #4a7; background: #f4faf6; padding: 0.2em 1em; margin: 1em 0; }
+section.verdict p, section.verdict li { max-width: 60em; }
+section.verdict p.lead { font-weight: 600; }
 img.curves { max-width: 100%; border: 1px solid #ddd; }
 .views > input { position: absolute; opacity: 0; }
 .views > label { display: inline-block; padding: 0.2em 0.8em; margin: 0 0.3em 0.4em 0; border: 1px solid #bbb;
@@ -82,23 +86,36 @@ def _curves(rep: TaskReport, out_dir: Path, index: int) -> list[str]:
             '<div class="view smoothed">', *smooth, "</div>", '<div class="view raw">', *raw, "</div>", "</div>"]
 
 
+def verdict_block(reports: list[TaskReport]) -> list[str]:
+    """The page's opening verdict: one paragraph per task, from its own tables."""
+    parts = verdict_parts(reports)
+    if not parts:
+        return []
+    out = ['<section class="verdict" id="verdict"><h2>Verdict</h2>']
+    for lead, points in parts:
+        out.append(f'<p class="lead">{escape(lead)}</p>')
+        if points:
+            out.append("<ul>" + "".join(f"<li>{escape(p)}</li>" for p in points) + "</ul>")
+    return out + ["</section>"]
+
+
 def to_html(reports: list[TaskReport], out_dir: Path, root: str, runs: int, problems: list[str], baseline: str,
-            min_seeds: int) -> str:
+            min_seeds: int, effect: float | None = None) -> str:
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">', "<title>mrbench report</title>",
-             f"<style>{STYLE}</style></head><body>", "<h1>mrbench report</h1>",
+             f"<style>{STYLE}</style></head><body>", "<h1>mrbench report</h1>", *verdict_block(reports),
              f"<p>{runs} finished runs under <code>{escape(root)}</code>.</p>",
-             f'<p class="note">{escape(method_note(baseline, min_seeds))}</p>']
+             f'<p class="note">{escape(method_note(baseline, min_seeds, effect))}</p>']
     for index, rep in enumerate(reports):
         parts.append(f'<section class="task"><h2>{escape(rep.task)}</h2>')
         for table in rep.tables:
             parts.append(f"<h3>{escape(table.title)}</h3>")
             body = []
             for row in table.rows:
-                cells = [(row.label, False), (row.model, False), (str(len(row.seeds)), False)]
+                cells = [(row.label, False), (row.model, False), ("—" if row.is_base else str(len(row.seeds)), False)]
                 for col in table.columns:
                     cell = row.cells.get(col)
-                    cells.append((stat_text(cell.summary, len(row.seeds)) if cell else "", bool(cell and cell.best)))
+                    cells.append((stat_text(cell, len(row.seeds)) if cell else "", bool(cell and cell.best)))
                 body.append((cells, row.is_baseline))
             parts += _table(["algorithm", "model", "seeds", *table.columns], body, "results")
             parts += _notes(body, CELL_N_NOTE)
@@ -108,6 +125,12 @@ def to_html(reports: list[TaskReport], out_dir: Path, root: str, runs: int, prob
                     for row in table.rows]
             parts += _table(["algorithm", "model", *table.columns], body, "versus")
             parts += _notes(body, DIFF_N_NOTE)
+            if table.has_base:
+                parts.append("<h4>Gain over the base model</h4>")
+                body = [([(row.label, False), (row.model, False)]
+                         + [(gain_text(row.cells.get(c), row), False) for c in table.columns], row.is_base)
+                        for row in table.rows]
+                parts += _table(["algorithm", "model", *table.columns], body, "gain")
         th = rep.thresholds
         if th.families:
             parts.append("<h3>Steps to threshold</h3>")
@@ -122,6 +145,6 @@ def to_html(reports: list[TaskReport], out_dir: Path, root: str, runs: int, prob
             parts += _curves(rep, out_dir, index)
         parts.append("</section>")
     if problems:
-        parts.append("<h2>Records left out</h2><ul>" + "".join(f"<li>{escape(p)}</li>" for p in problems) + "</ul>")
+        parts.append("<h2>Records and values left out</h2><ul>" + "".join(f"<li>{escape(p)}</li>" for p in problems) + "</ul>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

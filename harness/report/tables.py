@@ -3,10 +3,12 @@
 Two tables per task: the end-of-run benchmarks (one column per benchmark number) and the final
 training rewards (one column per reward family). Each row is an algorithm (and model, and the
 settings that set it apart from its siblings); each cell holds the summary over seeds, whether it
-is the column's best mean (higher is better for every number here), and the seed-paired comparison
-with the baseline row of the same model. Then the steps-to-threshold table: per row and reward
-family, the first step at which the row's median curve reaches the target (the baseline's final
-value, or a fixed ``--threshold``).
+is the column's best mean (higher is better for every number here), the seed-paired comparison
+with the baseline row of the same model and, in the benchmarks table, the gain over the base
+model's row (the untrained model evaluated the same way, :mod:`harness.base_model`). The
+comparisons of one row in one table are one Holm family (:func:`harness.report.stats.decide`).
+Then the steps-to-threshold table: per row and reward family, the first step at which the row's
+median curve reaches the target (the baseline's final value, or a fixed ``--threshold``).
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.base_model import matches
 from harness.report.collect import ALL, Group, final_value
-from harness.report.stats import Comparison, Summary, compare, summarize
+from harness.report.stats import Comparison, Summary, aggregate_iqm, column_scale_point, compare, decide, summarize
 
 
 @dataclass
 class StatCell:
     summary: Summary
     best: bool = False
-    vs: Comparison | None = None  # None on the baseline row, or without a baseline
+    vs: Comparison | None = None       # None on the baseline row, or without a baseline
+    vs_base: Comparison | None = None  # gain over the base model's row (benchmarks table)
+    left_out: list[str] = field(default_factory=list)  # "seed 1: NaN": values not in the summary
 
 
 @dataclass
@@ -36,6 +41,9 @@ class Row:
     cells: dict[str, StatCell]
     is_baseline: bool = False
     baseline_label: str | None = None  # the row this one is compared with
+    is_base: bool = False              # the untrained model's row
+    base_label: str | None = None      # the base row this one's gains are over
+    iqm: tuple[float, float, float] | None = None  # IQM over seeds x columns [stratified bootstrap]
 
 
 @dataclass
@@ -43,6 +51,11 @@ class Table:
     title: str
     columns: list[str]
     rows: list[Row]
+    effects: dict[str, float] = field(default_factory=dict)  # column -> the effect seeds-needed is for
+
+    @property
+    def has_base(self) -> bool:
+        return any(r.base_label is not None for r in self.rows)
 
 
 @dataclass
@@ -94,35 +107,74 @@ def median_curve(group: Group, family: str) -> Curve | None:
 
 def baseline_of(group: Group, groups: list[Group], baseline: str) -> Group | None:
     """The baseline row for ``group``: the baseline algorithm on the same model, most seeds first."""
-    candidates = [g for g in groups if g.algo == baseline and g.model == group.model]
+    candidates = [g for g in groups if g.algo == baseline and g.model == group.model and not g.is_base]
     return max(candidates, key=lambda g: len(g.runs)) if candidates else None
 
 
-def _table(title: str, groups: list[Group], values_of, baseline: str, min_seeds: int) -> Table:
-    columns = sorted({c for g in groups for run in g.runs for c in values_of(run)})
+def base_of(group: Group, groups: list[Group]) -> Group | None:
+    """The base row whose evaluation is this row's: same task, model, benchmarks and their settings."""
+    if group.is_base or not group.runs:
+        return None
+    return next((g for g in groups if g.is_base and matches(g.runs[0].config, group.runs[0].config)), None)
+
+
+def _aggregate(row_values: dict[str, dict[int, float]], columns: list[str]) -> tuple[float, float, float] | None:
+    """IQM over the row's seeds x columns (``all`` left out: it repeats the families), on the seeds
+    every column has."""
+    cols = [c for c in columns if c != ALL and c in row_values]
+    if not cols:
+        return None
+    seeds = sorted(set.intersection(*(set(row_values[c]) for c in cols)))
+    if not seeds:
+        return None
+    return aggregate_iqm(np.asarray([[row_values[c][s] for c in cols] for s in seeds], dtype=float))
+
+
+def _table(title: str, groups: list[Group], values_of, bad_of, baseline: str, min_seeds: int,
+           effect: float | None, with_base: bool) -> Table:
+    """``values_of(run)``: column -> finite value; ``bad_of(run)``: column -> the non-finite value left out."""
+    columns = sorted({c for g in groups for run in g.runs for c in (*values_of(run), *bad_of(run))})
+    effects = {c: effect if effect is not None else
+               column_scale_point([v for g in groups for run in g.runs for k, v in values_of(run).items() if k == c])
+               for c in columns}
     rows = []
     for g in groups:
-        base = baseline_of(g, groups, baseline)
-        cells = {}
+        base = None if g.is_base else baseline_of(g, groups, baseline)  # the base row is compared with nothing
+        base_row = base_of(g, groups) if with_base else None
+        cells: dict[str, StatCell] = {}
+        per_column: dict[str, dict[int, float]] = {}
         for col in columns:
             per_seed = {run.seed: values_of(run)[col] for run in g.runs if col in values_of(run)}
-            if not per_seed:
+            left_out = [f"seed {run.seed}: {bad_of(run)[col]}" for run in g.runs if col in bad_of(run)]
+            if not per_seed and not left_out:
                 continue
-            vs = None
-            if base is not None and base is not g:
+            per_column[col] = per_seed
+            vs = vs_base = None
+            if per_seed and base is not None and base is not g:
                 ref = {run.seed: values_of(run)[col] for run in base.runs if col in values_of(run)}
-                vs = compare(per_seed, ref, min_seeds)
-            cells[col] = StatCell(summarize(list(per_seed.values())), vs=vs)
+                vs = compare(per_seed, ref, effects[col], min_seeds)
+            if per_seed and base_row is not None:
+                ref_values = [values_of(run)[col] for run in base_row.runs if col in values_of(run)]
+                if ref_values:
+                    vs_base = compare(per_seed, float(np.mean(ref_values)), effects[col], min_seeds)
+            cells[col] = StatCell(summarize(list(per_seed.values())), vs=vs, vs_base=vs_base, left_out=left_out)
+        for attr in ("vs", "vs_base"):
+            decided = decide({c: getattr(cell, attr) for c, cell in cells.items() if getattr(cell, attr)}, min_seeds)
+            for c, comp in decided.items():
+                setattr(cells[c], attr, comp)
         rows.append(Row(g.label, g.algo, g.model, g.seeds, cells, is_baseline=base is g,
-                        baseline_label=base.label if base is not None else None))
+                        baseline_label=base.label if base is not None else None, is_base=g.is_base,
+                        base_label=base_row.label if base_row is not None else None,
+                        iqm=_aggregate(per_column, columns)))
     if len(rows) > 1:
         for col in columns:
-            means = [r.cells[col].summary.mean for r in rows if col in r.cells]
+            means = [r.cells[col].summary.mean for r in rows if col in r.cells and r.cells[col].summary.n]
             top = max(means, default=math.nan)
             for r in rows:
-                if col in r.cells and r.cells[col].summary.mean >= top - 1e-9 * max(1.0, abs(top)):  # ties
+                if col in r.cells and r.cells[col].summary.n and \
+                        r.cells[col].summary.mean >= top - 1e-9 * max(1.0, abs(top)):  # ties
                     r.cells[col].best = True
-    return Table(title, columns, rows)
+    return Table(title, columns, rows, effects)
 
 
 def _first_reaching(curve: Curve | None, target: float | None) -> int | None:
@@ -156,10 +208,12 @@ def _thresholds(groups: list[Group], rows: list[Row], curves: dict[str, dict[str
 
 
 def task_report(task: str, groups: list[Group], baseline: str = "gdpo", threshold: float | None = None,
-                min_seeds: int = 3) -> TaskReport:
-    evals = _table("End-of-run benchmarks", groups, lambda run: run.evals, baseline, min_seeds)
+                min_seeds: int = 3, effect: float | None = None) -> TaskReport:
+    evals = _table("End-of-run benchmarks", groups, lambda run: run.evals, lambda run: run.bad_evals, baseline,
+                   min_seeds, effect, True)
+    groups = [g for g in groups if not g.is_base]  # the base model has no training rewards
     finals = _table("Final training rewards (mean of the last tenth of the steps)", groups,
-                    lambda run: run.finals, baseline, min_seeds)
+                    lambda run: run.finals, lambda run: run.bad_finals, baseline, min_seeds, effect, False)
     families = sorted({f for g in groups for run in g.runs for f in run.curves}, key=lambda f: (f != ALL, f))
     curves: dict[str, dict[str, Curve]] = {}
     for fam in families:

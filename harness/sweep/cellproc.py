@@ -36,17 +36,18 @@ def _die_with(parent: int):
     return hook
 
 
-def cell_command(cell_yaml: str, python: str | None = None) -> list[str]:
-    return [python or sys.executable, "-m", "harness.cli", "run", "--config", cell_yaml]
+def cell_command(cell_yaml: str, python: str | None = None, run_args: tuple[str, ...] = ()) -> list[str]:
+    return [python or sys.executable, "-m", "harness.cli", "run", "--config", cell_yaml, *run_args]
 
 
-def start_cell_process(cell_yaml: str, log_path: str, cwd: str, env: dict[str, str]) -> subprocess.Popen:
+def start_cell_process(cell_yaml: str, log_path: str, cwd: str, env: dict[str, str],
+                       run_args: tuple[str, ...] = ()) -> subprocess.Popen:
     """Start the cell in its own session (a terminal's Ctrl-C reaches only the sweep, which stops
     the cells itself), appending its output to ``log_path``."""
     hook = _die_with(os.getpid()) if sys.platform.startswith("linux") else None
     with open(log_path, "ab") as log:  # the child keeps its own descriptor
         # the hook only calls prctl and getppid, which is safe between fork and exec in a threaded parent
-        return subprocess.Popen(cell_command(cell_yaml), cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+        return subprocess.Popen(cell_command(cell_yaml, run_args=run_args), cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 preexec_fn=hook)  # noqa: PLW1509
 
@@ -63,11 +64,12 @@ def stop_cell_process(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> 
     return proc.returncode
 
 
-def run_cell_process(cell_yaml: str, log_path: str, cwd: str, env_extra: dict[str, str]) -> int:
+def run_cell_process(cell_yaml: str, log_path: str, cwd: str, env_extra: dict[str, str],
+                     run_args: tuple[str, ...] = ()) -> int:
     """Run one cell to its end and return its exit code (the body of a Ray task)."""
     env = dict(os.environ)
     env.update(env_extra)
-    proc = start_cell_process(cell_yaml, log_path, cwd, env)
+    proc = start_cell_process(cell_yaml, log_path, cwd, env, run_args)
     try:
         return proc.wait()
     except KeyboardInterrupt:

@@ -88,6 +88,7 @@ class InlineExecutor:
     name: str = "inline"
 
     def run(self, cells: list[Cell], events: Events) -> None:
+        from harness.base_model import evaluate_base
         from harness.runner import run
 
         queue = deque((cell, 0) for cell in cells)
@@ -95,7 +96,7 @@ class InlineExecutor:
             cell, tries = queue.popleft()
             events.started(cell)
             try:
-                code = run(cell.cfg)
+                code = evaluate_base(cell.cfg) if cell.kind == "base" else run(cell.cfg)
             except KeyboardInterrupt:
                 events.ended(cell, None)
                 raise
@@ -136,7 +137,8 @@ class LocalExecutor:
                     cell_yaml, log = write_cell_files(cell, with_threads(cell, threads))
                     events.started(cell)
                     running[slot] = (cell, tries, start_cell_process(cell_yaml, log, cwd,
-                                                                     {**os.environ, **child_env(extra)}))
+                                                                     {**os.environ, **child_env(extra)},
+                                                                     cell.run_args))
                 time.sleep(POLL_S)
                 for slot in list(running):
                     cell, tries, proc = running[slot]

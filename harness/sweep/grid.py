@@ -3,8 +3,11 @@
 A grid file (YAML)::
 
     name: ifollow-smollm2            # optional; default: the file's stem
-    base: ifollow-paper              # optional recipe: a shipped name or a YAML path (relative to
-                                     # the grid file or the working directory)
+    recipe: ifollow-paper            # optional recipe: a shipped name or a YAML path (relative to
+                                     # the grid file or the working directory); ``base: NAME`` is
+                                     # the older spelling
+    base: true                       # optional: also evaluate the untrained model once per task,
+                                     # model and benchmark settings (harness.sweep.base_cells)
     root: results/sweeps/NAME        # where the cells' records go (default shown)
     set: {schedule.steps: 16}        # dotted overrides for every cell
     grid:                            # axes: the cartesian product of these values
@@ -38,7 +41,7 @@ import yaml
 
 from harness.config import SHORTCUTS, ConfigError, RunConfig, model_slug, resolve
 
-GRID_KEYS = ("name", "base", "root", "set", "grid", "when", "exclude", "resources")
+GRID_KEYS = ("name", "base", "recipe", "root", "set", "grid", "when", "exclude", "resources")
 #: axes that are already part of the record path (every other axis names a variant directory)
 PATH_KEYS = ("task.name", "algo.name", "model.name", "seed")
 VARIANT_MAX = 80
@@ -75,6 +78,7 @@ class GridSpec:
     when: list[Rule] = field(default_factory=list)
     exclude: list[dict[str, list[Any]]] = field(default_factory=list)
     resources: Resources = field(default_factory=Resources)
+    base_model: bool = False   # ``base: true``: a base-model cell per task, model and benchmark settings
 
 
 @dataclass
@@ -86,6 +90,20 @@ class Cell:
     overrides: dict[str, Any]  # every dotted override applied to the base recipe
     cfg: RunConfig             # resolved, with output.dir set to the record directory
     resources: Resources
+    kind: str = "train"        # "base": the untrained model's evaluation (mrbench run --base-model)
+
+    @property
+    def run_args(self) -> tuple[str, ...]:
+        """What ``mrbench run --config <record>/cell.yaml`` adds to run this cell."""
+        return ("--base-model",) if self.kind == "base" else ()
+
+    def record_config(self) -> dict[str, Any]:
+        """What the cell's ``config.json`` holds once it ran."""
+        if self.kind == "base":
+            from harness.base_model import base_identity
+
+            return base_identity(self.cfg.to_dict())
+        return self.cfg.to_dict()
 
     @property
     def record_dir(self) -> Path:
@@ -163,7 +181,14 @@ def load_grid(path: str | Path) -> GridSpec:
     unknown = set(res) - {"cpus", "gpus"}
     if unknown:
         raise GridError(f"{path}: resources.{min(unknown)}: unknown; known: cpus, gpus")
-    base = data.get("base")
+    base, base_model = data.get("recipe"), False
+    if isinstance(data.get("base"), bool):
+        base_model = data["base"]
+    elif data.get("base") is not None:
+        if base is not None:
+            raise GridError(f"{path}: 'base: {data['base']}' names a recipe, and so does 'recipe'; keep one "
+                            f"('base: true' asks for the base model's evaluation)")
+        base = data["base"]
     if base is not None:
         base = str(base)
         local = path.parent / base
@@ -171,7 +196,7 @@ def load_grid(path: str | Path) -> GridSpec:
             base = str(local)
     spec = GridSpec(path=path, name=name, base=base, root=str(data.get("root") or f"results/sweeps/{name}"),
                     set=_dotted(data.get("set"), f"{path}: set"), axes=axes, when=rules, exclude=exclude,
-                    resources=Resources(res.get("cpus"), res.get("gpus")))
+                    resources=Resources(res.get("cpus"), res.get("gpus")), base_model=base_model)
     _check_keys(spec)
     return spec
 
@@ -263,6 +288,10 @@ def expand(spec: GridSpec) -> list[Cell]:
     unused = [i for i, n in enumerate(used) if n == 0]
     if unused:
         raise GridError(f"{spec.path}: exclude[{unused[0]}] matches no cell (check its values)")
+    if spec.base_model:
+        from harness.sweep.base_cells import base_cells
+
+        cells = base_cells(spec.root, cells) + cells
     ids: dict[str, Cell] = {}
     for cell in cells:
         if cell.id in ids:

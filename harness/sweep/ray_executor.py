@@ -118,7 +118,8 @@ class RayExecutor:
                     extra = child_env({"OMP_NUM_THREADS": str(res.cpus)})
                     events.started(cell)
                     ref = remote.options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=0,
-                                         name=f"mrbench:{cell.id}").remote(cell_yaml, log, cwd, extra)
+                                         name=f"mrbench:{cell.id}").remote(cell_yaml, log, cwd, extra,
+                                                                                           cell.run_args)
                     inflight[ref] = (cell, tries, res)
                 if not inflight:
                     continue

@@ -46,7 +46,7 @@ def cell_state(cell: Any) -> CellState:
         return CellState(RUNNING, _steps(path), "lock held")
     config_path = path / "config.json"
     try:
-        if config_path.exists() and config_identity(read_json(config_path)) != config_identity(cell.cfg.to_dict()):
+        if config_path.exists() and config_identity(read_json(config_path)) != config_identity(_record_config(cell)):
             return CellState(FAILED, 0, "the directory holds a record of another configuration")
         prov = read_json(path / "provenance.json") if (path / "provenance.json").exists() else {}
     except RecordError as exc:
@@ -59,6 +59,10 @@ def cell_state(cell: Any) -> CellState:
     if status:  # "running" in the file, but nobody holds the lock: the writer was killed
         return CellState(FAILED, _steps(path), "stopped without finishing (killed?)")
     return CellState(PENDING)
+
+
+def _record_config(cell: Any) -> dict[str, Any]:
+    return cell.record_config() if hasattr(cell, "record_config") else cell.cfg.to_dict()
 
 
 def _steps(path: Path) -> int:
@@ -76,7 +80,7 @@ def status_table(cells: list[Any]) -> tuple[str, dict[str, int]]:
     for cell in cells:
         st = cell_state(cell)
         counts[st.state] += 1
-        steps = f"{st.steps}/{cell.cfg.schedule.steps}"
+        steps = "eval" if getattr(cell, "kind", "train") == "base" else f"{st.steps}/{cell.cfg.schedule.steps}"
         lines.append(f"{st.state:<8}  {steps:>7}  {cell.id.ljust(width)}  {st.note}".rstrip())
     return "\n".join(lines), counts
 

@@ -1,0 +1,25 @@
+"""The committed reference report regenerates from its committed records with `mrbench report`: the
+same tables (every mean, interval, p-value and verdict), the same verdict paragraph, and the base row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+
+REF = Path(__file__).resolve().parents[1] / "results" / "reference" / "ifollow-smollm2"
+
+
+@pytest.mark.skipif(not (REF / "leaderboard.json").exists(), reason="no committed reference report")
+def test_the_reference_report_regenerates(tmp_path):
+    assert cli.main(["report", "--root", str(REF), "--out", str(tmp_path), "--baseline", "gdpo"]) == 0
+    new, old = (json.loads((d / "leaderboard.json").read_text()) for d in (tmp_path, REF))
+    assert new["tasks"]["ifollow"]["tables"] == old["tasks"]["ifollow"]["tables"]
+    assert new["verdict"] == old["verdict"] and new["method"] == old["method"]
+    rows = {r["label"]: r for r in new["tasks"]["ifollow"]["tables"][0]["rows"]}
+    assert rows["base"]["is_base"] and all(rows[a]["base"] == "base" for a in ("gdpo", "grpo", "mrtpo"))
+    change_case = {r["label"]: r for r in new["tasks"]["ifollow"]["tables"][1]["rows"]}["grpo"]["cells"]["change_case"]
+    assert change_case["vs_baseline"]["word"] is None  # a 3-seed t-test's p = 0.035 is no verdict
