@@ -400,7 +400,7 @@ class LocalBackend(Backend):
         else:
             engine, teacher = self._engine, contextlib.nullcontext()
             if plan.teacher:
-                ref = self.update._reference()
+                ref = self.update.reference_policy()
                 engine = ReplayEngine(ref.model, engine.batch_size, engine.chunk_size, engine.share_prefix,
                                       self.pad_id, temperature=engine.temperature)
                 teacher = ref.active()

@@ -121,7 +121,8 @@ class PolicyUpdate:
                 old[j] = lp[i]
         return old
 
-    def _reference(self) -> Reference:
+    def reference_policy(self) -> Reference:
+        """The reference policy (a clear error where none was loaded)."""
         if self.reference is None:
             raise RuntimeError("the reference policy is only loaded when optim.kl_coef > 0 or the algorithm "
                                "declares needs_reference")
@@ -129,7 +130,7 @@ class PolicyUpdate:
 
     @torch.no_grad()
     def _ref_logprobs(self, mb: Any) -> torch.Tensor:
-        ref = self._reference()
+        ref = self.reference_policy()
         with ref.active():
             return gather_logprobs(response_logits(ref.model, mb, self.temperature), mb.response_ids)
 
@@ -137,7 +138,7 @@ class PolicyUpdate:
                   teacher_hidden: list[torch.Tensor]) -> torch.Tensor:
         """The algorithm's loss term (OPSD: ``distillation_loss``) against the teacher's logits, made
         from the teacher replay's hidden states with the reference's LM head."""
-        _, head, cap = decoder_and_head(self._reference().model)
+        _, head, cap = decoder_and_head(self.reference_policy().model)
         teacher = torch.zeros_like(logits)
         with torch.no_grad():
             for i, j in enumerate(idx):
