@@ -51,7 +51,9 @@ class ModelConfig:
     name: str = setting("smollm2-135m", help="embedded name, hub id, or local path")
     dtype: str = setting("auto", help="rollout/replay dtype: auto (bf16 where the CPU/GPU supports it), "
                                       "bfloat16, float16, float32")
-    train_dtype: str = setting("float32", help="dtype of the master weights and the update")
+    train_dtype: str = setting("auto", help="the update's compute dtype: auto (bf16 mixed precision where the "
+                                            "CPU/GPU computes bf16 natively, else float32), bfloat16, float32; "
+                                            "master weights and optimiser state are float32 either way")
     device: str = setting("auto", help="auto, cpu, cuda, cuda:N")
     lora: bool = setting(False, help="train a LoRA adapter instead of every weight (needs peft)")
     lora_r: int = setting(16, help="LoRA rank")
@@ -65,8 +67,8 @@ class ModelConfig:
 @dataclass
 class LocalBackendConfig:
     """Options of the local backend. ``rollout_attention`` ``auto`` runs sampling and replay with
-    grouped-query matmuls on CPU (harness/attention.py); a copy shared with training (model.dtype ==
-    model.train_dtype) uses them during those phases only."""
+    grouped-query matmuls on CPU (harness/attention.py); a copy shared with training (model.dtype
+    float32, the master weights' dtype) uses them during those phases only."""
 
     generator: str = setting("auto", help="auto (vllm when installed and a GPU is present), transformers, vllm")
     vllm_gpu_memory_utilization: float = setting(0.5, help="share of the GPU the vLLM engine may take")

@@ -133,3 +133,18 @@ def test_the_update_object_trains_with_what_it_is_given():
     assert stats.kl == pytest.approx(0.0, abs=1e-6)  # the reference equals the policy before the update
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert update.optimizer.state  # the object owns the optimiser the checkpoint saves
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_logprobs_at_the_valid_tokens_equal_the_full_log_softmax(temperature):
+    from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, response_logprobs
+
+    model = load_model("tiny-random", dtype="float32").model
+    mb = make_micro_batch([[5, 6, 7], [8, 9]], [[40, 41, 42, 43], [44, 45]], 5, 0, torch.device("cpu"))
+    with torch.no_grad():
+        logits = response_logits(model, mb, temperature)
+        logp, ent = response_logprobs(model, mb, temperature, with_entropy=True)
+    m = mb.response_mask
+    assert torch.allclose(logp[m], gather_logprobs(logits, mb.response_ids)[m], atol=1e-5)
+    assert torch.allclose(ent[m], entropy(logits)[m], atol=1e-4)
+    assert bool((logp[~m] == 0).all()) and bool((ent[~m] == 0).all())

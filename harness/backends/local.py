@@ -57,7 +57,7 @@ from harness.backends.update import PolicyUpdate, Reference
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
 from harness.credit.trainlog import CreditLog
-from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
+from harness.models import eos_ids, load_model, resolve_device, resolve_dtype, resolve_train_dtype
 from harness.no_signal import SignalWatch
 from harness.records import config_fingerprint
 from harness.replay import ReplayEngine
@@ -70,6 +70,10 @@ from mrbench_core.seeds import SAMPLING, stream_seed
 
 class TrainingInterrupted(KeyboardInterrupt):
     """Raised after a checkpoint was written in response to SIGTERM/SIGINT; rerun to resume."""
+
+
+#: the dtype of the policy's weights, gradients and optimiser state, whatever the compute dtype
+MASTER_DTYPE = torch.float32
 
 
 def _step_seed(seed: int, step: int) -> int:
@@ -107,7 +111,7 @@ class LocalBackend(Backend):
         self._task = task
         self.device = resolve_device(cfg.model.device)
         self.rollout_dtype = resolve_dtype(cfg.model.dtype, self.device)
-        self.train_dtype = resolve_dtype(cfg.model.train_dtype, self.device)
+        self.train_dtype = resolve_train_dtype(cfg.model.train_dtype, self.device)  # the update's compute dtype
         self.policy: Any = None
         self.rollout_model: Any = None
         self.tokenizer: Any = None
@@ -141,7 +145,7 @@ class LocalBackend(Backend):
 
     def _load_policy(self) -> None:
         m = self.cfg.model
-        loaded = load_model(m.name, dtype=self.train_dtype, device=self.device, cache_dir=m.cache_dir)
+        loaded = load_model(m.name, dtype=MASTER_DTYPE, device=self.device, cache_dir=m.cache_dir)
         self.tokenizer, self.model_source = loaded.tokenizer, loaded.source
         policy = loaded.model
         if m.gradient_checkpointing:
@@ -162,9 +166,9 @@ class LocalBackend(Backend):
             self.reference = (Reference(policy, adapter_disabled=True) if m.lora
                               else Reference(copy.deepcopy(policy).eval().requires_grad_(False)))
         self.update = PolicyUpdate(policy, self.cfg.optim, self.cfg.sampling.temperature, self.pad_id, self.device,
-                                   reference=self.reference)
+                                   reference=self.reference, compute_dtype=self.train_dtype)
         attention = self.cfg.backend.local.rollout_attention
-        if self.rollout_dtype == self.train_dtype:
+        if self.rollout_dtype == MASTER_DTYPE:
             # one copy serves both: it samples and replays with the rollout attention (switched on for
             # those phases only, see _rollout_phase) and trains with its own
             self.rollout_model = policy
@@ -184,6 +188,13 @@ class LocalBackend(Backend):
                 "replay_batching": "exact" if self.exact_replay_batches() else "padded",
                 "threads": torch.get_num_threads(), "shared_with_training": self.rollout_model is self.policy,
                 "host_native_bf16": native_bf16()}
+
+    def update_info(self) -> dict[str, Any]:
+        """How the update computes: ``model.train_dtype`` as given and resolved (bf16 mixed precision
+        or float32), over float32 master weights and optimiser state."""
+        return {"train_dtype": self.cfg.model.train_dtype,
+                "compute_dtype": str(self.train_dtype).removeprefix("torch."),
+                "master_dtype": str(MASTER_DTYPE).removeprefix("torch."), "host_native_bf16": native_bf16()}
 
     def replay_head_float32(self) -> bool:
         return replay_head_float32(self.cfg.backend.local.replay_head, self.rollout_dtype)
@@ -265,6 +276,7 @@ class LocalBackend(Backend):
                      extra={"backend": "local", "model_source": self.model_source, "device": str(self.device),
                             "generator": self.generator_name,
                             "rollout_dtype": str(self.rollout_dtype), "rollout": self.rollout_info(),
+                            "update": self.update_info(),
                             "algorithm": algo.config_dict(),
                             "prompts_too_long": too_long})
         if too_long:
@@ -322,7 +334,7 @@ class LocalBackend(Backend):
                 signal.signal(s, h)
         self.rollout_model.eval()
         return {**run_summary(record.metrics(), time.time() - t_run), **self._guard.summary(),
-                **watch.summary(), "rollout": self.rollout_info()}
+                **watch.summary(), "rollout": self.rollout_info(), "update": self.update_info()}
 
     def _save(self, record: Any, step: int) -> None:
         checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=self.update.optimizer,

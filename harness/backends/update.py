@@ -22,7 +22,14 @@ from typing import Any
 
 import torch
 
-from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
+from harness.backends.loss import (
+    entropy,
+    gather_logprobs,
+    make_micro_batch,
+    response_logits,
+    response_logprobs,
+    surrogate_loss,
+)
 from harness.backends.rollout import Rollout
 from harness.backends.step_metrics import UpdateStats
 from harness.replay import decoder_and_head, head_logits
@@ -44,9 +51,10 @@ class PolicyUpdate:
     """The update phase of a step (see the module docstring)."""
 
     def __init__(self, policy: Any, optim: Any, temperature: float, pad_id: int, device: torch.device,
-                 reference: Reference | None = None):
+                 reference: Reference | None = None, compute_dtype: torch.dtype = torch.float32):
         self.policy, self.optim, self.temperature = policy, optim, float(temperature)
         self.pad_id, self.device, self.reference = int(pad_id), device, reference
+        self.compute_dtype = compute_dtype
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=optim.lr, betas=tuple(optim.betas),
                                            weight_decay=optim.weight_decay)
@@ -54,8 +62,9 @@ class PolicyUpdate:
     # -- the update ----------------------------------------------------------------------------------
     def __call__(self, rollouts: Sequence[Rollout], adv: torch.Tensor, T: int, algo: Any,
                  teacher_hidden: list[torch.Tensor] | None = None) -> UpdateStats:
-        """One step's update on ``rollouts`` with token advantages ``adv[B, T]``; ``teacher_hidden``:
-        the teacher replay's hidden states per response, for an algorithm with its own loss."""
+        """One step's update on ``rollouts`` with token advantages ``adv[B, T]`` (``T`` the batch's
+        longest response; each micro-batch is only as wide as its own); ``teacher_hidden``: the
+        teacher replay's hidden states per response, for an algorithm with its own loss."""
         o, opt = self.optim, self.optimizer
         B = len(rollouts)
         order = list(range(B))
@@ -63,34 +72,14 @@ class PolicyUpdate:
         # when prompts_per_step is a multiple of mini_batches (the recipes' PPO mini-batches of prompts)
         size = -(-B // max(1, o.mini_batches))
         minis = [order[i:i + size] for i in range(0, B, size)]
-        old = self._old_logprobs(rollouts, order, T) if len(minis) > 1 else {}
-        want_ref = o.kl_coef > 0
+        old = self._old_logprobs(rollouts, order) if len(minis) > 1 else {}
         tot = UpdateStats()
         self.policy.train()
         for mini in minis:
             n_tok = sum(len(rollouts[j].response_ids) for j in mini)
             opt.zero_grad(set_to_none=True)
-            for idx in self._micro(mini):
-                mb = self._mb(rollouts, idx, T)
-                logits = response_logits(self.policy, mb, self.temperature)
-                logp = gather_logprobs(logits, mb.response_ids)
-                old_lp = torch.stack([old[j] for j in idx]) if old else logp.detach()
-                ref_lp = self._ref_logprobs(mb) if want_ref else None
-                ent = entropy(logits) if o.entropy_coef else None
-                terms = surrogate_loss(logp, old_lp, adv[idx].to(logp.device), mb.response_mask, n_tok,
-                                       o.clip_low, o.clip_high, ref_lp, o.kl_coef, ent, o.entropy_coef)
-                loss = terms.loss
-                if algo.has_loss and teacher_hidden is not None:  # the coefficient is the algorithm's own
-                    d = self._own_loss(algo, logits, mb, idx, teacher_hidden) * (int(mb.response_mask.sum())
-                                                                                  / max(n_tok, 1))
-                    loss = loss + d
-                    tot.extra_loss += float(d.detach())
-                loss.backward()
-                tot.loss += float(loss.detach())
-                tot.clipped += terms.clipped
-                tot.kl += terms.kl_sum
-                tot.entropy += terms.entropy_sum
-                tot.ratio_max = max(tot.ratio_max, terms.ratio_max)
+            with self.autocast():  # one region per optimiser update: the weights' bf16 casts are made once
+                self._accumulate(rollouts, mini, adv, algo, teacher_hidden, old, n_tok, tot)
             tot.tokens += n_tok
             if o.grad_clip and o.grad_clip > 0:
                 norm = torch.nn.utils.clip_grad_norm_(self.params, o.grad_clip)
@@ -102,23 +91,74 @@ class PolicyUpdate:
         return tot
 
     # -- its pieces ------------------------------------------------------------------------------------
-    def _micro(self, idx: list[int]) -> list[list[int]]:
+    def autocast(self) -> Any:
+        """bf16 mixed precision when the compute dtype is bf16 (autocast: matrix products in bf16,
+        the weights, their gradients and the optimiser state stay float32); else nothing."""
+        if self.compute_dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype)
+
+    def _accumulate(self, rollouts: Sequence[Rollout], mini: list[int], adv: torch.Tensor, algo: Any,
+                    teacher_hidden: list[torch.Tensor] | None, old: dict[int, torch.Tensor], n_tok: int,
+                    tot: UpdateStats) -> None:
+        """Forward and backward over the micro-batches of one mini-batch, the gradients accumulating."""
+        o = self.optim
+        for idx in self._micro(mini, rollouts):
+            mb = self._mb(rollouts, idx)
+            if algo.has_loss and teacher_hidden is not None:  # its loss reads the full distributions
+                logits = response_logits(self.policy, mb, self.temperature)
+                logp, ent = gather_logprobs(logits, mb.response_ids), entropy(logits) if o.entropy_coef else None
+            else:  # the LM head and log-softmax at the valid tokens only
+                logp, ent = response_logprobs(self.policy, mb, self.temperature, with_entropy=bool(o.entropy_coef))
+            old_lp = self._padded(old, idx, mb.T) if old else logp.detach()
+            ref_lp = self._ref_logprobs(mb) if o.kl_coef > 0 else None
+            terms = surrogate_loss(logp, old_lp, adv[idx, :mb.T].to(logp.device), mb.response_mask, n_tok,
+                                   o.clip_low, o.clip_high, ref_lp, o.kl_coef, ent, o.entropy_coef)
+            loss = terms.loss
+            if algo.has_loss and teacher_hidden is not None:  # the coefficient is the algorithm's own
+                d = self._own_loss(algo, logits, mb, idx, teacher_hidden) * (int(mb.response_mask.sum())
+                                                                              / max(n_tok, 1))
+                loss = loss + d
+                tot.extra_loss += float(d.detach())
+            loss.backward()
+            tot.loss += float(loss.detach())
+            tot.clipped += terms.clipped
+            tot.kl += terms.kl_sum
+            tot.entropy += terms.entropy_sum
+            tot.ratio_max = max(tot.ratio_max, terms.ratio_max)
+
+    def _micro(self, idx: list[int], rollouts: Sequence[Rollout]) -> list[list[int]]:
+        """Micro-batches of ``micro_batch_size`` sequences, of similar lengths (sorted by prompt plus
+        response length: less padding; the accumulated gradient is the same sum in any order)."""
         size = max(1, self.optim.micro_batch_size)
+        idx = sorted(idx, key=lambda j: (len(rollouts[j].prompt_ids) + len(rollouts[j].response_ids), j))
         return [idx[i:i + size] for i in range(0, len(idx), size)]
 
-    def _mb(self, rollouts: Sequence[Rollout], idx: list[int], T: int) -> Any:
+    def _mb(self, rollouts: Sequence[Rollout], idx: list[int]) -> Any:
+        """The micro-batch, as wide as its own longest prompt and response."""
+        T = max(1, max(len(rollouts[j].response_ids) for j in idx))
         return make_micro_batch([rollouts[j].prompt_ids for j in idx], [rollouts[j].response_ids for j in idx],
                                 T, self.pad_id, self.device)
 
+    @staticmethod
+    def _padded(old: dict[int, torch.Tensor], idx: list[int], T: int) -> torch.Tensor:
+        """The old log-probabilities of ``idx`` as [b, T] (each kept at its own response length)."""
+        out = torch.zeros(len(idx), T, dtype=old[idx[0]].dtype, device=old[idx[0]].device)
+        for i, j in enumerate(idx):
+            out[i, :old[j].shape[0]] = old[j]
+        return out
+
     @torch.no_grad()
-    def _old_logprobs(self, rollouts: Sequence[Rollout], order: list[int], T: int) -> dict[int, torch.Tensor]:
-        """The policy's log-probabilities before the first optimiser update (several mini-batches)."""
+    def _old_logprobs(self, rollouts: Sequence[Rollout], order: list[int]) -> dict[int, torch.Tensor]:
+        """The policy's log-probabilities before the first optimiser update (several mini-batches), in
+        the compute dtype, as the first mini-batch's own pass computes them (rho = 1 there)."""
         old: dict[int, torch.Tensor] = {}
-        for idx in self._micro(order):
-            mb = self._mb(rollouts, idx, T)
-            lp = gather_logprobs(response_logits(self.policy, mb, self.temperature), mb.response_ids)
-            for i, j in enumerate(idx):
-                old[j] = lp[i]
+        with self.autocast():
+            for idx in self._micro(order, rollouts):
+                mb = self._mb(rollouts, idx)
+                lp, _ = response_logprobs(self.policy, mb, self.temperature)
+                for i, j in enumerate(idx):
+                    old[j] = lp[i, :len(rollouts[j].response_ids)]
         return old
 
     def reference_policy(self) -> Reference:
@@ -132,7 +172,7 @@ class PolicyUpdate:
     def _ref_logprobs(self, mb: Any) -> torch.Tensor:
         ref = self.reference_policy()
         with ref.active():
-            return gather_logprobs(response_logits(ref.model, mb, self.temperature), mb.response_ids)
+            return response_logprobs(ref.model, mb, self.temperature)[0]
 
     def _own_loss(self, algo: Any, logits: torch.Tensor, mb: Any, idx: list[int],
                   teacher_hidden: list[torch.Tensor]) -> torch.Tensor:
