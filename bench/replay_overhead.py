@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/replay_overhead.py [--model smollm2-135m] [--task ifollow]
         [--prompts 2] [--group 8] [--max-new-tokens 96] [--shares 0.2 1.0] [--repeats 3]
-        [--selection blocks|pairs] [--threads 0]
+        [--selection blocks|pairs] [--threads 0] [--dtype auto] [--train-dtype auto]
 
 Method. The default main job's batch (ifollow's generated prompts, G responses each, sampled with
 the rollout model in bf16 where native) is fixed. Its generation and scoring times are
@@ -133,6 +133,8 @@ def main() -> None:
                     help="backend.local.replay_batching")
     ap.add_argument("--dtype", default="auto", help="rollout/replay dtype (auto: bf16 where the CPU has it natively; "
                                                     "float32 reproduces a host without native bf16)")
+    ap.add_argument("--train-dtype", default="auto", choices=["auto", "bfloat16", "float32"],
+                    help="the update's compute dtype, model.train_dtype (auto: bf16 mixed precision where native)")
     ap.add_argument("--selection", choices=["blocks", "pairs"], default="blocks",
                     help="replayed pairs as whole (group, reward) blocks, like training, or scattered single pairs")
     ap.add_argument("--repeats", type=int, default=3, help="timings per measurement (the minimum is kept; the "
@@ -144,6 +146,7 @@ def main() -> None:
 
     cfg = RunConfig()
     cfg.model.name, cfg.task.name, cfg.model.dtype = args.model, args.task, args.dtype
+    cfg.model.train_dtype = args.train_dtype
     cfg.backend.local.replay_batching = args.replay_batching
     cfg.sampling.prompts_per_step = args.prompts or cfg.sampling.prompts_per_step
     cfg.sampling.group_size = args.group or cfg.sampling.group_size

@@ -27,6 +27,8 @@ import yaml
 from harness.config_types import ConfigError, build, setting
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
+#: ``model.train_dtype`` values (resolved by :func:`harness.models.resolve_train_dtype`)
+TRAIN_DTYPES = ("auto", "float32", "bfloat16")
 
 @dataclass
 class TaskConfig:
@@ -62,6 +64,11 @@ class ModelConfig:
     gradient_checkpointing: bool = setting(False, help="recompute activations in the backward pass (less memory)")
     cache_dir: str | None = setting(None, help="where converted embedded weights are cached "
                                                "(null: $MRBENCH_MODEL_CACHE, else ~/.cache/mrbench/models)")
+
+    def __post_init__(self) -> None:
+        if self.train_dtype not in TRAIN_DTYPES:
+            raise ConfigError(f"model.train_dtype: {self.train_dtype!r}; known: {', '.join(TRAIN_DTYPES)} "
+                              f"(the master weights are float32 either way)")
 
 
 @dataclass

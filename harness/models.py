@@ -92,21 +92,19 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return _DTYPES[name]
 
 
-#: ``model.train_dtype`` values: the update's compute dtype (master weights stay float32)
-TRAIN_DTYPES = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
 def resolve_train_dtype(name: str, device: torch.device) -> torch.dtype:
     """The update's compute dtype for ``model.train_dtype``: ``bfloat16`` is mixed precision (bf16
     matrix products under autocast, float32 master weights, gradients and optimiser state);
     ``auto`` picks it where the device computes bf16 natively (:func:`bf16_supported`, the probe
     of the rollout's ``auto``) and float32 elsewhere, where emulated bf16 would be slower."""
+    from harness.config import TRAIN_DTYPES
+
     if name not in TRAIN_DTYPES:
         raise ModelError(f"model.train_dtype: unknown {name!r}; known: {', '.join(TRAIN_DTYPES)} (the master "
                          f"weights are always float32)")
     if name == "auto":
         return torch.bfloat16 if bf16_supported(device) else torch.float32
-    return TRAIN_DTYPES[name]
+    return _DTYPES[name]
 
 
 # ----------------------------------------------------------------------------------------------
