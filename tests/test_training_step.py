@@ -148,3 +148,20 @@ def test_logprobs_at_the_valid_tokens_equal_the_full_log_softmax(temperature):
     assert torch.allclose(logp[m], gather_logprobs(logits, mb.response_ids)[m], atol=1e-5)
     assert torch.allclose(ent[m], entropy(logits)[m], atol=1e-4)
     assert bool((logp[~m] == 0).all()) and bool((ent[~m] == 0).all())
+
+
+def test_a_checkpoint_round_trips_without_crc_and_leaves_torchs_setting_alone(tmp_path):
+    from torch.utils.serialization import config
+
+    from harness.backends import checkpoint
+
+    model = load_model("tiny-random", dtype="float32").model
+    update = PolicyUpdate(model, OptimConfig(lr=1e-3), 1.0, 0, torch.device("cpu"))
+    update(_rollouts(), torch.ones(4, 3), 3, get_algorithm("grpo"))
+    before = config.save.compute_crc32
+    checkpoint.save(tmp_path, step=1, model=model, optimizer=update.optimizer, data_position=2, fingerprint="f")
+    assert config.save.compute_crc32 == before
+    state = checkpoint.load(tmp_path)
+    assert state["step"] == 1 and state["data_position"] == 2
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in state["model"].items())
+    assert state["optimizer"]["state"] and not list(tmp_path.glob(".state.pt.tmp-*"))

@@ -19,8 +19,10 @@ One training step (0-based ``n``; metrics rows use ``step = n + 1``):
    :class:`algorithms.Advantages`);
 6. the update, :class:`harness.backends.update.PolicyUpdate` (built with the policy, the reference,
    ``optim.*``, the temperature and the pad id; :mod:`harness.backends.loss`): float32 master
-   weights, AdamW, gradient clipping, ``mini_batches`` optimiser updates per step, each
-   accumulating micro-batches of ``micro_batch_size`` sequences. With one mini-batch the old
+   weights and optimiser state, computing in bf16 under autocast where the host has native bf16
+   (``model.train_dtype auto``, :func:`harness.models.resolve_train_dtype`), AdamW, gradient
+   clipping, ``mini_batches`` optimiser updates per step, each accumulating micro-batches of
+   ``micro_batch_size`` sequences. With one mini-batch the old
    log-probabilities are the detached current ones (rho = 1 exactly); with several they come
    from one no-grad pass of the policy before the first update.
 7. metrics row, samples, the credit rows of ``output.credit_groups`` groups (:mod:`harness.credit.trainlog`,
