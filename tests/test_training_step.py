@@ -165,3 +165,29 @@ def test_a_checkpoint_round_trips_without_crc_and_leaves_torchs_setting_alone(tm
     assert state["step"] == 1 and state["data_position"] == 2
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in state["model"].items())
     assert state["optimizer"]["state"] and not list(tmp_path.glob(".state.pt.tmp-*"))
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_a_groups_prompt_is_prefilled_once_with_the_same_responses_and_hidden_states(monkeypatch, greedy):
+    from harness.backends import rollout
+
+    loaded = load_model("tiny-random", dtype="float32")
+    model = loaded.model
+    prompts = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
+    rows = [p for p in prompts for _ in range(3)]
+    runs = {}
+    for share in (False, True):
+        seen: list[int] = []  # tokens per forward pass of the decoder
+        hook = model.model.register_forward_pre_hook(
+            lambda m, args, kwargs, seen=seen: seen.append(int(kwargs["input_ids"].numel())), with_kwargs=True)
+        hidden: list[torch.Tensor] = []
+        torch.manual_seed(3)
+        out = rollout.sample(model, loaded.tokenizer, rows, [1], max_new_tokens=6, greedy=greedy,
+                             temperature=1.0, hidden_out=hidden, share_prompts=share)
+        hook.remove()
+        runs[share] = (out, hidden, seen)
+    (plain, h_plain, s_plain), (shared, h_shared, s_shared) = runs[False], runs[True]
+    assert shared == plain
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(h_plain, h_shared))
+    assert s_plain[0] == 6 * 6 and s_shared[:2] == [2 * 5, 6]  # the prompts once, then the last tokens
+    assert rollout.shared_prefill(model, prompts, *rollout.left_pad(prompts, 0, torch.device("cpu"))) is None
