@@ -191,3 +191,18 @@ def test_a_groups_prompt_is_prefilled_once_with_the_same_responses_and_hidden_st
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(h_plain, h_shared))
     assert s_plain[0] == 6 * 6 and s_shared[:2] == [2 * 5, 6]  # the prompts once, then the last tokens
     assert rollout.shared_prefill(model, prompts, *rollout.left_pad(prompts, 0, torch.device("cpu"))) is None
+
+
+@pytest.mark.parametrize("algo", ["mrtpo", "gdpo"])
+def test_the_diagnostics_read_the_steps_advantages_instead_of_computing_them_again(algo, monkeypatch):
+    from algorithms.diagnostics import reward_contributions
+
+    rep, rewards, groups, mask = _batch()
+    batch = rep.to_batch(rewards, groups, mask, 0)
+    algorithm = get_algorithm(algo, **({"warmup_steps": 0} if algo == "mrtpo" else {}))
+    result = algorithm.advantages(batch)
+    fresh = reward_contributions(algorithm, batch)
+    monkeypatch.setattr(type(algorithm), "aggregate" if algo == "gdpo" else "compute",
+                        lambda *a: pytest.fail("computed again"))
+    reused = reward_contributions(algorithm, batch, result)
+    assert torch.equal(reused.per_token, fresh.per_token)
