@@ -1,6 +1,6 @@
 """Advantage estimators for multi-reward RL: pure torch, no model, no I/O.
 
-``RolloutBatch``, ``get_algorithm`` and ``list_algorithms`` are loaded on first use (PEP 562), so
+``RolloutBatch``, ``Advantages``, ``get_algorithm`` and ``list_algorithms`` are loaded on first use (PEP 562), so
 ``import algorithms`` stays light and does not import torch.
 """
 
@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Algorithm", "ReplayRequest", "RolloutBatch", "get_algorithm", "list_algorithms"]
+__all__ = ["Advantages", "Algorithm", "ReplayRequest", "RolloutBatch", "get_algorithm", "list_algorithms"]
 
 _LAZY = {
+    "Advantages": "algorithms.base",
     "RolloutBatch": "algorithms.base",
     "ReplayRequest": "algorithms.base",
     "Algorithm": "algorithms.base",

@@ -19,8 +19,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from abc import ABC
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -28,7 +28,7 @@ from torch import Tensor
 
 from mrbench_core.replay_kinds import ReplayRequest
 
-__all__ = ["Algorithm", "ConfigError", "ReplayRequest", "RolloutBatch"]
+__all__ = ["Advantages", "Algorithm", "ConfigError", "ReplayRequest", "RolloutBatch"]
 
 
 class ConfigError(ValueError):
@@ -101,6 +101,41 @@ class RolloutBatch:
     @property
     def num_rewards(self) -> int:
         return self.rewards.shape[1]
+
+
+@dataclass
+class Advantages:
+    """What :meth:`Algorithm.advantages` returns for one batch, from one computation.
+
+    - ``tokens[B,T]``: float32 token advantages, 0 where ``response_mask`` is False;
+    - ``metrics``: the scalars the backend logs as ``algo/<key>``;
+    - ``reward_weights[B,K,T]``: the per-reward token weights when the algorithm has them (MRTPO's
+      Eq. 6 weights ``w``; None otherwise, and for one profile shared by all rewards), which the
+      credit log records, so that nothing is computed a second time for it.
+    - ``internals``: the computation's intermediate quantities, for diagnostics that split the
+      advantage by reward without computing it again (MRTPO: :meth:`~algorithms.mrtpo.MRTPO.compute`'s
+      dict; a reweighter: its ``agg``, ``shift`` and ``scale``); None where there are none.
+
+    ``tokens, metrics = algo.advantages(batch)`` unpacks as the earlier ``(adv, metrics)`` pair did.
+    """
+
+    tokens: Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+    reward_weights: Tensor | None = None
+    internals: dict[str, Any] | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        yield self.tokens
+        yield self.metrics
+
+    @classmethod
+    def of(cls, value: Advantages | tuple[Tensor, Mapping[str, float]]) -> Advantages:
+        """``value`` as :class:`Advantages`: a plugin written against the earlier contract may return
+        the ``(tokens, metrics)`` pair."""
+        if isinstance(value, Advantages):
+            return value
+        tokens, metrics = value
+        return cls(tokens, dict(metrics))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -298,22 +333,23 @@ class Algorithm(ABC):
     def __init__(self, **config: Any):
         self.config = make_config(self.config_class, self.name, config)
 
-    def advantages(self, batch: RolloutBatch) -> tuple[Tensor, dict[str, float]]:
-        """(token advantages [B,T] float32, zero where ``batch.response_mask`` is False; the
-        scalars to log for this batch), from one computation. Default: :meth:`token_advantages`
+    def advantages(self, batch: RolloutBatch) -> Advantages:
+        """The token advantages [B,T] (float32, zero where ``batch.response_mask`` is False), the
+        scalars to log for this batch and, where the algorithm has them, its per-reward token
+        weights (:class:`Advantages`), from one computation. Default: :meth:`token_advantages`
         and mean |A| over valid tokens."""
         if type(self).token_advantages is Algorithm.token_advantages:
             raise NotImplementedError(f"{type(self).__name__} must implement advantages() or token_advantages()")
         adv = self.token_advantages(batch)
-        return adv, {"adv_abs_mean": finite_or_nan(masked_mean(adv.abs(), batch.response_mask))}
+        return Advantages(adv, {"adv_abs_mean": finite_or_nan(masked_mean(adv.abs(), batch.response_mask))})
 
     def token_advantages(self, batch: RolloutBatch) -> Tensor:
         """Tensor[B,T] float32, zero where ``batch.response_mask`` is False."""
-        return self.advantages(batch)[0]
+        return Advantages.of(self.advantages(batch)).tokens
 
     def metrics(self, batch: RolloutBatch) -> dict[str, float]:
         """The scalars :meth:`advantages` logs (a backend takes both from one call instead)."""
-        return self.advantages(batch)[1]
+        return Advantages.of(self.advantages(batch)).metrics
 
     def needs_replay(self, step: int) -> bool:
         """Whether the backend must run the replay at this step (it may skip it when False)."""

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from algorithms.base import (
+    Advantages,
     Algorithm,
     ReplayRequest,
     RolloutBatch,
@@ -106,13 +107,13 @@ class CoRT(Algorithm):
             raise ValueError(f"cort at step {batch.step} needs batch.logprob_delta [B,T] from the rubric replay")
         return cort_weights(batch.logprob_delta, batch.response_mask, self.config.tau, self.config.bias, strength)
 
-    def advantages(self, batch: RolloutBatch) -> tuple[Tensor, dict[str, float]]:
+    def advantages(self, batch: RolloutBatch) -> Advantages:
         mask = batch.response_mask
         w = self.weights(batch)
         adv = broadcast_to_tokens(self.aggregator.response_advantages(batch), mask) * w
-        return adv, {
+        return Advantages(adv, {
             "cort_lambda": self.ramp(batch.step),
             "weight_std": finite_or_nan(torch.sqrt(masked_mean((w - 1.0) ** 2, mask))),
             "weight_max": finite_or_nan(w[mask].max()) if bool(mask.any()) else 1.0,
             "adv_abs_mean": finite_or_nan(masked_mean(adv.abs(), mask)),
-        }
+        })

@@ -45,8 +45,10 @@ class Contributions:
     weights: Tensor | None = None
 
 
-def reward_contributions(algo: Any, batch: RolloutBatch) -> Contributions | None:
+def reward_contributions(algo: Any, batch: RolloutBatch, advantages: Any = None) -> Contributions | None:
     """How ``algo``'s token advantage splits over rewards, or None where it does not (CoRT, OPSD).
+    ``advantages``: the step's :class:`~algorithms.base.Advantages` for ``batch``, whose
+    ``internals`` are read instead of computing the aggregate (and MRTPO's weights) again.
 
     - GDPO and reweighters: a_{j,k} = C_k^{(j)} rs_j / scale on every valid token (C_k: the
       aggregate's contribution, rs: response scale, scale: the batch rescale); the parts sum to the
@@ -62,8 +64,9 @@ def reward_contributions(algo: Any, batch: RolloutBatch) -> Contributions | None
 
     mask = batch.response_mask
     m = mask.unsqueeze(1).to(torch.float32)
+    internals = getattr(advantages, "internals", None)
     if isinstance(algo, MRTPO):
-        out = algo.compute(batch)
+        out = internals if internals is not None else algo.compute(batch)
         agg = out["agg"]
         _, _shift, scale = algo.aggregator.rescaled(agg, mask)
         a = agg.contributions.to(torch.float32) * agg.response_scale.to(torch.float32).unsqueeze(1) / scale
@@ -74,7 +77,7 @@ def reward_contributions(algo: Any, batch: RolloutBatch) -> Contributions | None
             return Contributions(per_token, weights=weights)
         return Contributions(per_token, w, out["has"] & (out["beta"] > 0), weights)
     if isinstance(algo, Reweighter):
-        agg = algo.aggregate(batch)
+        agg = internals["agg"] if internals is not None else algo.aggregate(batch)
         _, _shift, scale = algo.rescaled(agg, mask)
         a = agg.contributions.to(torch.float32) * agg.response_scale.to(torch.float32).unsqueeze(1) / scale
         return Contributions(a.unsqueeze(-1) * m, weights=algo.reward_weights(batch))

@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from algorithms.base import (
+    Advantages,
     Algorithm,
     ConfigError,
     RolloutBatch,
@@ -148,7 +149,7 @@ class Reweighter(Algorithm):
         """The per-reward weights c_k this method uses on this batch, when it has them (for logs)."""
         return None
 
-    def advantages(self, batch: RolloutBatch) -> tuple[Tensor, dict[str, float]]:
+    def advantages(self, batch: RolloutBatch) -> Advantages:
         agg = self.aggregate(batch)
         response_adv, shift, scale = self.rescaled(agg, batch.response_mask)
         adv = broadcast_to_tokens(response_adv, batch.response_mask)
@@ -162,7 +163,7 @@ class Reweighter(Algorithm):
         weights = self.reward_weights(batch)
         if weights is not None:
             out.update({f"reward_weight_{k}": finite_or_nan(w) for k, w in enumerate(weights.tolist())})
-        return adv, out
+        return Advantages(adv, out, internals={"agg": agg, "shift": shift, "scale": scale})
 
 
 @dataclass

@@ -60,6 +60,7 @@ import torch
 from torch import Tensor
 
 from algorithms.base import (
+    Advantages,
     Algorithm,
     ConfigError,
     ReplayRequest,
@@ -152,6 +153,8 @@ class MRTPO(Algorithm):
     replay_request = ReplayRequest.LEAVE_ONE_OUT
     config_class = MRTPOConfig
     aggregator_class: type[Reweighter] = GDPO
+    #: the weights are one profile per reward (False: one profile for all, the joint ablation)
+    per_reward_weights = True
 
     def __init__(self, **config: Any):
         own = {f.name for f in dataclasses.fields(self.config_class)}
@@ -204,7 +207,7 @@ class MRTPO(Algorithm):
         adv = torch.where(mask, U.unsqueeze(1) + s * D, torch.zeros_like(D))
         return {"adv": adv, "beta": beta, "s": s, "D": D, "uniform": U, "agg": agg, "has": has, "w": w}
 
-    def advantages(self, batch: RolloutBatch) -> tuple[Tensor, dict[str, float]]:
+    def advantages(self, batch: RolloutBatch) -> Advantages:
         out = self.compute(batch)
         mask = batch.response_mask
         U = out["uniform"]
@@ -214,7 +217,7 @@ class MRTPO(Algorithm):
         if out["has"].shape[1] != varying.shape[1]:  # one joint profile per response
             varying = varying.any(dim=1, keepdim=True)
         coverage = (out["has"] & varying).sum() / varying.sum().clamp_min(1)
-        return out["adv"], {
+        metrics = {
             "beta_eff": out["beta"],
             "bound_scale": finite_or_nan(out["s"]),
             "realloc_ratio": finite_or_nan(torch.sqrt(realloc_sq / uniform_sq)) if float(uniform_sq) > 0 else 0.0,
@@ -222,6 +225,7 @@ class MRTPO(Algorithm):
             "adv_abs_mean": finite_or_nan(masked_mean(out["adv"].abs(), mask)),
             "uniform_abs_mean": finite_or_nan(out["agg"].uniform.abs().mean()) if U.numel() else 0.0,
         }
+        return Advantages(out["adv"], metrics, out["w"] if self.per_reward_weights else None, internals=out)
 
 
 @ALGORITHMS.register("mrtpo-joint")
@@ -232,6 +236,7 @@ class MRTPOJoint(MRTPO):
 
     name = "mrtpo-joint"
     replay_request = ReplayRequest.JOINT
+    per_reward_weights = False
 
     def token_weights(self, batch: RolloutBatch, agg: Aggregate, beta: float) -> tuple[Tensor, Tensor, Tensor]:
         if batch.joint_relevance is None:

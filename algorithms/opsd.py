@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from algorithms.base import Algorithm, ReplayRequest, RolloutBatch, check
+from algorithms.base import Advantages, Algorithm, ReplayRequest, RolloutBatch, check
 from algorithms.grpo import GRPO
 from algorithms.registry import ALGORITHMS
 from algorithms.relevance import LOGPROB_FLOOR, default_chunk_size
@@ -77,13 +77,13 @@ class OPSD(Algorithm):
     needs_reference = True
     has_loss = True
 
-    def advantages(self, batch: RolloutBatch) -> tuple[Tensor, dict[str, float]]:
+    def advantages(self, batch: RolloutBatch) -> Advantages:
         mask = batch.response_mask
         if self.config.advantage == "grpo":
             adv = GRPO().token_advantages(batch)
         else:
             adv = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
-        return adv, {"opsd_beta": self.config.beta, "loss_coef": self.config.loss_coef}
+        return Advantages(adv, {"opsd_beta": self.config.beta, "loss_coef": self.config.loss_coef})
 
     def distillation_loss(self, student_logits: Tensor, teacher_logits: Tensor, response_mask: Tensor) -> Tensor:
         """loss_coef * mean over valid tokens of JSD_beta(teacher || student); a scalar with grad."""

@@ -35,13 +35,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from algorithms import RolloutBatch, get_algorithm
-from harness.backends.local import LocalBackend
+from algorithms import get_algorithm
 from harness.backends.rollout import batch_tensors, rollouts_for
+from harness.backends.update import PolicyUpdate
 from harness.config import RunConfig
 from harness.models import byte_tokenizer, chat_prompt_ids, eos_ids, load_model
 from harness.replay import ReplayEngine, ReplayJob, full_context_hidden, full_logits_js
-from harness.replay_builders import leave_one_out
+from harness.replay_builders import ReplayResult, leave_one_out
+from tasks.registry import make_task
 
 QWEN_SHAPE = "qwen2.5-1.5b-shape"
 #: largest |q_replay - q_full| accepted, by dtype (q is a Jensen-Shannon distance in [0, 1])
@@ -148,16 +149,14 @@ def main(argv: list[str] | None = None) -> int:
         return loaded.model, loaded.tokenizer
 
     (model, tok), t_load = timed(build, device)
-    backend = LocalBackend(cfg)
-    backend.policy = backend.rollout_model = model  # one copy samples, replays and trains (as train_dtype == dtype)
-    backend.tokenizer, backend.eos, backend.pad_id, backend._ref = tok, eos_ids(tok, model), tok.pad_token_id, None
-    task = backend.task
+    task = make_task(cfg.task.name)
+    eos = eos_ids(tok, model)  # one copy of the model samples, replays and trains
     examples = task.load("train", None, cfg.sampling.prompts_per_step, args.seed)
     print(f"model {args.model} on {device} in {dtype} ({sum(p.numel() for p in model.parameters()) / 1e6:.0f} M "
           f"parameters, built in {t_load:.1f} s); task ifollow, {len(examples)} prompts x {cfg.sampling.group_size}")
 
     torch.manual_seed(args.seed)
-    rollouts, t_gen = timed(lambda: rollouts_for(model, tok, examples, cfg.sampling.group_size, backend.eos,
+    rollouts, t_gen = timed(lambda: rollouts_for(model, tok, examples, cfg.sampling.group_size, eos,
                                                  cfg.sampling, cfg.sampling.max_prompt_tokens), device)
     t0 = time.perf_counter()
     for r in rollouts:
@@ -178,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     for pair in chosen_pairs:
         chosen[pair] = True
 
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.SGD(params, lr=0.0)  # the update's cost without moving the weights between the two steps
+    update = PolicyUpdate(model, cfg.optim, cfg.sampling.temperature, tok.pad_token_id, device)
+    update.optimizer = torch.optim.SGD(update.params, lr=0.0)  # the update's cost, the weights left as they are
     gdpo, mrtpo = get_algorithm("gdpo"), get_algorithm("mrtpo", warmup_steps=0)
     engine = ReplayEngine(model, cfg.backend.local.replay_batch_size, cfg.backend.local.replay_chunk_size, True,
                           tok.pad_token_id, temperature=cfg.sampling.temperature,
@@ -189,13 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         model.eval()
         rep, t_rep = (timed(lambda: leave_one_out(engine, task, tok, rollouts, rewards, group_ids, T, chosen), device)
                       if replay else (None, 0.0))
-        batch = RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=mask,
-                             relevance=rep.relevance if rep else None, step=0)
-        adv, t_adv = timed(lambda: algo.token_advantages(batch), device)
-        from harness.replay_builders import ReplayResult
-
-        _, t_upd = timed(lambda: backend._update(rollouts, adv.float(), T, algo, rep or ReplayResult(), opt, params),
-                         device)
+        batch = (rep or ReplayResult.nothing_replayed(rewards)).to_batch(rewards, group_ids, mask, 0)
+        adv, t_adv = timed(lambda: algo.advantages(batch).tokens, device)
+        _, t_upd = timed(lambda: update(rollouts, adv.float(), T, algo), device)
         print(f"  {algo.name}: replay {t_rep:.2f} s ({rep.pairs_replayed if rep else 0} of {total} pairs), "
               f"advantages {t_adv:.3f} s, update {t_upd:.2f} s")
         return t_rep + t_adv + t_upd

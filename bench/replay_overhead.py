@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/replay_overhead.py [--model smollm2-135m] [--task ifollow]
         [--prompts 2] [--group 8] [--max-new-tokens 96] [--shares 0.2 1.0] [--repeats 3]
-        [--selection blocks|pairs] [--threads 0]
+        [--selection blocks|pairs] [--threads 0] [--dtype auto] [--train-dtype auto]
 
 Method. The default main job's batch (ifollow's generated prompts, G responses each, sampled with
 the rollout model in bf16 where native) is fixed. Its generation and scoring times are
@@ -47,12 +47,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from algorithms import RolloutBatch, get_algorithm
+from algorithms import get_algorithm
 from harness.backends.local import LocalBackend
 from harness.backends.rollout import batch_tensors, rollouts_for
 from harness.config import RunConfig
 from harness.replay import ReplayEngine
-from harness.replay_builders import leave_one_out
+from harness.replay_builders import ReplayResult, leave_one_out
 
 
 def build_batch(backend: LocalBackend, prompts: int, seed: int, repeats: int):
@@ -110,18 +110,13 @@ def choose_pairs(pairs: list[tuple[int, int]], rollouts, n: int, selection: str,
 
 
 def timed_update(backend: LocalBackend, state, opt_state, rollouts, adv, T, algo) -> float:
+    """One update from the same initial weights and optimiser state, plus the rollout copy's sync."""
     backend.policy.load_state_dict(state)
-    opt = torch.optim.AdamW([p for p in backend.policy.parameters() if p.requires_grad], lr=backend.cfg.optim.lr)
-    opt.load_state_dict(opt_state)
-    params = [p for p in backend.policy.parameters() if p.requires_grad]
+    backend.update.optimizer.load_state_dict(opt_state)
     t0 = time.perf_counter()
-    backend._update(rollouts, adv, T, algo, _NoReplay(), opt, params)
+    backend.update(rollouts, adv, T, algo)
     backend._sync_rollout()
     return time.perf_counter() - t0
-
-
-class _NoReplay:
-    teacher_hidden = None
 
 
 def main() -> None:
@@ -138,6 +133,8 @@ def main() -> None:
                     help="backend.local.replay_batching")
     ap.add_argument("--dtype", default="auto", help="rollout/replay dtype (auto: bf16 where the CPU has it natively; "
                                                     "float32 reproduces a host without native bf16)")
+    ap.add_argument("--train-dtype", default="auto", choices=["auto", "bfloat16", "float32"],
+                    help="the update's compute dtype, model.train_dtype (auto: bf16 mixed precision where native)")
     ap.add_argument("--selection", choices=["blocks", "pairs"], default="blocks",
                     help="replayed pairs as whole (group, reward) blocks, like training, or scattered single pairs")
     ap.add_argument("--repeats", type=int, default=3, help="timings per measurement (the minimum is kept; the "
@@ -149,6 +146,7 @@ def main() -> None:
 
     cfg = RunConfig()
     cfg.model.name, cfg.task.name, cfg.model.dtype = args.model, args.task, args.dtype
+    cfg.model.train_dtype = args.train_dtype
     cfg.backend.local.replay_batching = args.replay_batching
     cfg.sampling.prompts_per_step = args.prompts or cfg.sampling.prompts_per_step
     cfg.sampling.group_size = args.group or cfg.sampling.group_size
@@ -174,12 +172,10 @@ def main() -> None:
           f"outside the hooks); scoring {t_score:.3f} s (both steps); attention {info['attention']}")
 
     state = copy.deepcopy(backend.policy.state_dict())
-    opt = torch.optim.AdamW([p for p in backend.policy.parameters() if p.requires_grad], lr=cfg.optim.lr)
-    opt_state = copy.deepcopy(opt.state_dict())
+    opt_state = copy.deepcopy(backend.update.optimizer.state_dict())
     gdpo = get_algorithm("gdpo")
     mrtpo = get_algorithm("mrtpo", warmup_steps=0)
-    base = RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=mask, step=0)
-    adv_g = gdpo.token_advantages(base)
+    adv_g = gdpo.advantages(ReplayResult.nothing_replayed(rewards).to_batch(rewards, group_ids, mask, 0)).tokens
 
     gen = torch.Generator().manual_seed(args.seed)
     opts = cfg.backend.local
@@ -200,9 +196,8 @@ def main() -> None:
             with backend._rollout_phase():
                 res = leave_one_out(engine, backend.task, backend.tokenizer, rollouts, rewards, group_ids, T, chosen)
             t_rep = min(t_rep, time.perf_counter() - t0)
-        batch = RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=mask, relevance=res.relevance, step=0)
         t0 = time.perf_counter()
-        adv_m = mrtpo.token_advantages(batch)
+        adv_m = mrtpo.advantages(res.to_batch(rewards, group_ids, mask, 0)).tokens
         t_adv = time.perf_counter() - t0
         t_upd = t_upd_m = float("inf")
         for _ in range(args.repeats):

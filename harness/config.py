@@ -27,6 +27,8 @@ import yaml
 from harness.config_types import ConfigError, build, setting
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
+#: ``model.train_dtype`` values (resolved by :func:`harness.models.resolve_train_dtype`)
+TRAIN_DTYPES = ("auto", "float32", "bfloat16")
 
 @dataclass
 class TaskConfig:
@@ -51,7 +53,9 @@ class ModelConfig:
     name: str = setting("smollm2-135m", help="embedded name, hub id, or local path")
     dtype: str = setting("auto", help="rollout/replay dtype: auto (bf16 where the CPU/GPU supports it), "
                                       "bfloat16, float16, float32")
-    train_dtype: str = setting("float32", help="dtype of the master weights and the update")
+    train_dtype: str = setting("auto", help="the update's compute dtype: auto (bf16 mixed precision where the "
+                                            "CPU/GPU computes bf16 natively, else float32), bfloat16, float32; "
+                                            "master weights and optimiser state are float32 either way")
     device: str = setting("auto", help="auto, cpu, cuda, cuda:N")
     lora: bool = setting(False, help="train a LoRA adapter instead of every weight (needs peft)")
     lora_r: int = setting(16, help="LoRA rank")
@@ -61,12 +65,17 @@ class ModelConfig:
     cache_dir: str | None = setting(None, help="where converted embedded weights are cached "
                                                "(null: $MRBENCH_MODEL_CACHE, else ~/.cache/mrbench/models)")
 
+    def __post_init__(self) -> None:
+        if self.train_dtype not in TRAIN_DTYPES:
+            raise ConfigError(f"model.train_dtype: {self.train_dtype!r}; known: {', '.join(TRAIN_DTYPES)} "
+                              f"(the master weights are float32 either way)")
+
 
 @dataclass
 class LocalBackendConfig:
     """Options of the local backend. ``rollout_attention`` ``auto`` runs sampling and replay with
-    grouped-query matmuls on CPU (harness/attention.py); a copy shared with training (model.dtype ==
-    model.train_dtype) uses them during those phases only."""
+    grouped-query matmuls on CPU (harness/attention.py); a copy shared with training (model.dtype
+    float32, the master weights' dtype) uses them during those phases only."""
 
     generator: str = setting("auto", help="auto (vllm when installed and a GPU is present), transformers, vllm")
     vllm_gpu_memory_utilization: float = setting(0.5, help="share of the GPU the vLLM engine may take")

@@ -15,7 +15,9 @@ Three kinds of names are understood by :func:`load_model`:
 
 Dtypes: ``auto`` means bfloat16 where the device computes it natively (CUDA with bf16, or a CPU
 whose oneDNN reports bf16 support, e.g. AVX512-BF16/AMX) and float32 otherwise. Generation and
-replay use that dtype; the update keeps float32 master weights (``model.train_dtype``).
+replay use that dtype (``model.dtype``). The update always keeps float32 master weights and
+optimiser state; ``model.train_dtype`` is the dtype it computes in (:func:`resolve_train_dtype`:
+``auto`` is bf16 mixed precision by the same probe, float32 elsewhere).
 """
 
 from __future__ import annotations
@@ -87,6 +89,21 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
         return torch.bfloat16 if bf16_supported(device) else torch.float32
     if name not in _DTYPES:
         raise ModelError(f"unknown dtype {name!r}; known: auto, {', '.join(sorted(_DTYPES))}")
+    return _DTYPES[name]
+
+
+def resolve_train_dtype(name: str, device: torch.device) -> torch.dtype:
+    """The update's compute dtype for ``model.train_dtype``: ``bfloat16`` is mixed precision (bf16
+    matrix products under autocast, float32 master weights, gradients and optimiser state);
+    ``auto`` picks it where the device computes bf16 natively (:func:`bf16_supported`, the probe
+    of the rollout's ``auto``) and float32 elsewhere, where emulated bf16 would be slower."""
+    from harness.config import TRAIN_DTYPES
+
+    if name not in TRAIN_DTYPES:
+        raise ModelError(f"model.train_dtype: unknown {name!r}; known: {', '.join(TRAIN_DTYPES)} (the master "
+                         f"weights are always float32)")
+    if name == "auto":
+        return torch.bfloat16 if bf16_supported(device) else torch.float32
     return _DTYPES[name]
 
 

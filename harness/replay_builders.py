@@ -51,6 +51,23 @@ class ReplayResult:
     sequences: int = 0
     sampling_hidden_used: int = 0  # P_all / x+ passes taken from the sampling pass
 
+    @classmethod
+    def nothing_replayed(cls, rewards: Tensor) -> ReplayResult:
+        """The result of a step without replay: no statistics, every non-NaN pair counted."""
+        return cls(pairs_total=int((~torch.isnan(rewards)).sum()))
+
+    def to_batch(self, rewards: Tensor, group_ids: Tensor, response_mask: Tensor, step: int,
+                 reward_low: Tensor | None = None, reward_names: tuple[str, ...] | None = None,
+                 total_steps: int | None = None) -> Any:
+        """The step's :class:`algorithms.RolloutBatch`: the scored batch plus this replay's statistics
+        (the one place both backends build it)."""
+        from algorithms import RolloutBatch
+
+        return RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=response_mask, step=step,
+                            relevance=self.relevance, joint_relevance=self.joint_relevance,
+                            logprob_delta=self.logprob_delta, reward_low=reward_low, reward_names=reward_names,
+                            total_steps=total_steps)
+
 
 class _Tokens:
     """Chat-template token ids of message lists, memoised within one step."""
@@ -295,5 +312,5 @@ def replay_for(request: ReplayRequest | str, engine: ReplayEngine, task: Any, to
     """Run the builder of the algorithm's replay kind (``none`` gives an empty result)."""
     kind = ReplayRequest(request)
     if kind is ReplayRequest.NONE:
-        return ReplayResult(pairs_total=int((~torch.isnan(rewards)).sum()))
+        return ReplayResult.nothing_replayed(rewards)
     return BUILDERS[kind](engine, task, tokenizer, rollouts, rewards, group_ids, T)

@@ -44,12 +44,13 @@ def read_masks(rollouts: Sequence[Any], tokenizer: Any, K: int, T: int) -> tuple
 
 
 def step_diagnostics(algo: Any, batch: Any, rollouts: Sequence[Any], tokenizer: Any,
-                     family: Callable[[str], str] | None = None) -> dict[str, float]:
-    """``reward/<r>/...``, ``adv/<r>/...``, ``credit/<r>/...`` and ``frac_groups_no_signal`` for the step."""
+                     family: Callable[[str], str] | None = None, advantages: Any = None) -> dict[str, float]:
+    """``reward/<r>/...``, ``adv/<r>/...``, ``credit/<r>/...`` and ``frac_groups_no_signal`` for the step
+    (``advantages``: the step's result for ``batch``, so that nothing is computed again)."""
     family = family or (lambda name: name)
     K, T = batch.rewards.shape[1], batch.response_mask.shape[1]
     ids, names = name_index([[family(n) for n in r.example.reward_names] for r in rollouts], K)
-    contributions = reward_contributions(algo, batch)
+    contributions = reward_contributions(algo, batch, advantages)
     read = known = None
     if tokenizer is not None and contributions is not None and contributions.w is not None \
             and batch.relevance is not None:

@@ -257,11 +257,21 @@ def _rollout_samples(orl, cfg, examples, responses, tokenizer, stop):
     return out
 
 
+def _counted(fn, counts, key):
+    def wrapper(*args, **kwargs):
+        counts[key] += 1
+        return fn(*args, **kwargs)
+    return wrapper
+
+
 @pytest.mark.parametrize("algo", ["grpo", "gdpo", "mrtpo", "mrtpo-joint", "mrtpo-oracle", "cort"])
-def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, algo):
-    from algorithms import RolloutBatch, get_algorithm
+def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, algo, monkeypatch):
+    from algorithms import get_algorithm
+    from harness.backends.algo_step import step_advantages
+    from harness.backends.openrlhf import step as orl_step
     from harness.backends.rollout import batch_tensors, reward_lows, rollouts_for
     from harness.config import SamplingConfig
+    from harness.replay_builders import ReplayResult
     from tasks.registry import make_task
 
     register()
@@ -282,8 +292,8 @@ def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, a
     algorithm, step = get_algorithm(algo, **cfg.algo.params), 3
     engine = ReplayEngine(model, 8, 128, True, tok.pad_token_id, temperature=0.8)
     rep = replay_for(algorithm.replay_request, engine, task, tok, rollouts, rewards, group_ids, T)
-    expected, _ = algorithm.advantages(RolloutBatch(rewards, group_ids, mask, rep.relevance, step, rep.joint_relevance,
-                                                    rep.logprob_delta, reward_lows(rollouts, task, rewards.shape[1])))
+    expected = step_advantages(algorithm, rep.to_batch(rewards, group_ids, mask, step,
+                                                       reward_lows(rollouts, task, rewards.shape[1]))).tokens
     assert bool((expected != 0).any()), "a batch whose advantages are all 0 tests nothing"
     # the same responses through mrbench's executor, OpenRLHF's sample processing and experience maker
     samples = _rollout_samples(orl, cfg, examples, [(r.response_ids, r.truncated) for r in rollouts], tok, stop)
@@ -293,7 +303,12 @@ def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, a
     cell = CellSpec(config=cfg.to_dict(), record_dir=str(tmp_path))
     maker = orl.maker.MRExperienceMaker(group, None, None, None, SimpleNamespace(value=0.0), strategy, tok, cell=cell)
     maker.step = step
+    shared = {"plan": 0, "to_batch": 0, "advantages": 0}  # the local backend's step pieces, each used once
+    for module, name, key in ((orl.maker, "plan_step", "plan"), (orl_step, "step_advantages", "advantages")):
+        monkeypatch.setattr(module, name, _counted(getattr(module, name), shared, key))
+    monkeypatch.setattr(ReplayResult, "to_batch", _counted(ReplayResult.to_batch, shared, "to_batch"))
     experiences = maker.make_experience_batch(samples)
+    assert shared == {"plan": 1, "to_batch": 1, "advantages": 1}
     got = torch.zeros_like(expected)
     mixed = False
     for exp in experiences:

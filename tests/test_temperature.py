@@ -54,13 +54,14 @@ def test_training_logits_are_divided_by_the_temperature(tiny):
 
 def test_the_backend_uses_the_rollout_temperature_everywhere(tmp_path, monkeypatch):
     seen: list[float] = []
-    real = update.response_logits
+    for name in ("response_logits", "response_logprobs"):  # full distributions, or at the valid tokens only
+        real = getattr(update, name)
 
-    def spy(model, mb, temperature=1.0):
-        seen.append(temperature)
-        return real(model, mb, temperature)
+        def spy(model, mb, temperature=1.0, *args, real=real, **kwargs):
+            seen.append(temperature)
+            return real(model, mb, temperature, *args, **kwargs)
 
-    monkeypatch.setattr(update, "response_logits", spy)
+        monkeypatch.setattr(update, name, spy)
     engines: list[float] = []
     real_init = ReplayEngine.__init__
 

@@ -4,13 +4,17 @@ Contents: ``step`` (completed training steps), the trainable weights (the full s
 LoRA adapter's parameters only), the optimiser state, the RNG states (python, numpy, torch CPU
 and CUDA), the data position (index of the next training example) and a fingerprint of the
 config. The file is written to a temporary name and renamed, so a kill at any moment leaves
-either the previous checkpoint or the new one, never a torn file.
+either the previous checkpoint or the new one, never a torn file. It is written without the zip
+archive's CRC-32 checksums: the rename already rules out a torn file, and computing them took
+about half of the write of a 135M model's 1.6 GB state (the main job writes one after every step).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +66,26 @@ def save(directory: Path, *, step: int, model: Any, optimizer: torch.optim.Optim
                "rng": rng_state(), "data_position": data_position, "fingerprint": fingerprint}
     path = directory / STATE_FILE
     tmp = directory / f".{STATE_FILE}.tmp-{os.getpid()}"
-    torch.save(payload, tmp)
+    with _without_crc():
+        torch.save(payload, tmp)
     os.replace(tmp, path)
     return path
+
+
+@contextlib.contextmanager
+def _without_crc() -> Iterator[None]:
+    """torch.save without the zip CRC-32 checksums (where this torch release can turn them off)."""
+    try:
+        from torch.utils.serialization import config
+    except ImportError:
+        yield
+        return
+    before = config.save.compute_crc32
+    config.save.compute_crc32 = False
+    try:
+        yield
+    finally:
+        config.save.compute_crc32 = before
 
 
 def load(directory: Path) -> dict[str, Any] | None:

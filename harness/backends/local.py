@@ -14,13 +14,23 @@ One training step (0-based ``n``; metrics rows use ``step = n + 1``):
 4. replay what the algorithm asks (:mod:`harness.replay_builders`) with the rollout model (= theta_old);
    when MRTPO's P_all (or CoRT's x+) is the sampling prompt, the hidden states recorded during
    sampling serve as that pass (``Rollout.hidden``), so only the P_\\k contexts are replayed;
-5. token advantages from the algorithm; 6. the update (:mod:`harness.backends.loss`): float32
-   master weights, AdamW, gradient clipping, ``mini_batches`` optimiser updates per step, each
-   accumulating micro-batches of ``micro_batch_size`` sequences. With one mini-batch the old
+5. token advantages from the algorithm, one call (:mod:`harness.backends.algo_step`, shared with
+   the openrlhf backend: the step plan, the batch builder ``ReplayResult.to_batch``, the typed
+   :class:`algorithms.Advantages`);
+6. the update, :class:`harness.backends.update.PolicyUpdate` (built with the policy, the reference,
+   ``optim.*``, the temperature and the pad id; :mod:`harness.backends.loss`): float32 master
+   weights and optimiser state, computing in bf16 under autocast where the host has native bf16
+   (``model.train_dtype auto``, :func:`harness.models.resolve_train_dtype`), AdamW, gradient
+   clipping, ``mini_batches`` optimiser updates per step, each accumulating micro-batches of
+   ``micro_batch_size`` sequences. With one mini-batch the old
    log-probabilities are the detached current ones (rho = 1 exactly); with several they come
    from one no-grad pass of the policy before the first update.
-7. metrics row, samples, the credit rows of ``output.credit_groups`` groups (:mod:`harness.credit.trainlog`),
-   checkpoint every ``checkpoint_every`` steps and on SIGTERM/SIGINT.
+7. metrics row, samples, the credit rows of ``output.credit_groups`` groups (:mod:`harness.credit.trainlog`,
+   from the step's advantages result), checkpoint every ``checkpoint_every`` steps and on SIGTERM/SIGINT.
+
+``LocalBackend._step`` reads in this order; its ALGO LOGIC blocks are the algorithm's part, the rest
+is plumbing, and each phase is timed into the row (``time_<phase>``) and marked ``mrbench/<phase>``
+for torch.profiler.
 
 The reference policy (initial weights; k3 KL when ``optim.kl_coef > 0``, OPSD's teacher) is only
 loaded when needed; with LoRA it is the base model with the adapter disabled.
@@ -38,16 +48,18 @@ import torch
 
 from harness.attention import rollout_attention, use_for_rollout
 from harness.backends import BACKENDS, checkpoint
+from harness.backends.algo_step import StepPlan, plan_step, step_advantages
 from harness.backends.base import Backend
 from harness.backends.data_order import examples_at
+from harness.backends.phases import PhaseTimes
 from harness.backends.relevance_guard import RelevanceGuard
 from harness.backends.rollout import batch_tensors, fit_prompts, greedy_texts, reward_lows, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
-from harness.backends.update import PolicyUpdate
+from harness.backends.update import PolicyUpdate, Reference
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
 from harness.config import RunConfig
 from harness.credit.trainlog import CreditLog
-from harness.models import eos_ids, load_model, resolve_device, resolve_dtype
+from harness.models import eos_ids, load_model, resolve_device, resolve_dtype, resolve_train_dtype
 from harness.no_signal import SignalWatch
 from harness.records import config_fingerprint
 from harness.replay import ReplayEngine
@@ -60,6 +72,10 @@ from mrbench_core.seeds import SAMPLING, stream_seed
 
 class TrainingInterrupted(KeyboardInterrupt):
     """Raised after a checkpoint was written in response to SIGTERM/SIGINT; rerun to resume."""
+
+
+#: the dtype of the policy's weights, gradients and optimiser state, whatever the compute dtype
+MASTER_DTYPE = torch.float32
 
 
 def _step_seed(seed: int, step: int) -> int:
@@ -84,7 +100,7 @@ def exact_replay_batches(choice: str, device: torch.device) -> bool:
 
 
 @BACKENDS.register("local")
-class LocalBackend(PolicyUpdate, Backend):
+class LocalBackend(Backend):
     """In-process trainer on CPU or one GPU (transformers generate, optional vLLM)."""
 
     name = "local"
@@ -97,13 +113,16 @@ class LocalBackend(PolicyUpdate, Backend):
         self._task = task
         self.device = resolve_device(cfg.model.device)
         self.rollout_dtype = resolve_dtype(cfg.model.dtype, self.device)
-        self.train_dtype = resolve_dtype(cfg.model.train_dtype, self.device)
+        self.train_dtype = resolve_train_dtype(cfg.model.train_dtype, self.device)  # the update's compute dtype
         self.policy: Any = None
         self.rollout_model: Any = None
         self.tokenizer: Any = None
         self._stop: str | None = None
         self._guard: RelevanceGuard | None = None
         self._credit: CreditLog | None = None
+        self.reference: Reference | None = None  # the initial policy, when a KL term or the algorithm needs it
+        self.update: PolicyUpdate | None = None  # built once the policy is loaded
+        self._engine: ReplayEngine | None = None
         self.rollout_attention_name: str | None = None
         self._position = 0  # index of the next training example in the data order
         self._keep_hidden = True
@@ -128,7 +147,7 @@ class LocalBackend(PolicyUpdate, Backend):
 
     def _load_policy(self) -> None:
         m = self.cfg.model
-        loaded = load_model(m.name, dtype=self.train_dtype, device=self.device, cache_dir=m.cache_dir)
+        loaded = load_model(m.name, dtype=MASTER_DTYPE, device=self.device, cache_dir=m.cache_dir)
         self.tokenizer, self.model_source = loaded.tokenizer, loaded.source
         policy = loaded.model
         if m.gradient_checkpointing:
@@ -144,11 +163,14 @@ class LocalBackend(PolicyUpdate, Backend):
         self.policy = policy
         self.eos = eos_ids(self.tokenizer, loaded.model)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos[0]
-        self._ref: Any = None
+        self.reference = None
         if self._needs_reference():  # the initial weights, copied before any update or resume
-            self._ref = "adapter-disabled" if m.lora else copy.deepcopy(policy).eval().requires_grad_(False)
+            self.reference = (Reference(policy, adapter_disabled=True) if m.lora
+                              else Reference(copy.deepcopy(policy).eval().requires_grad_(False)))
+        self.update = PolicyUpdate(policy, self.cfg.optim, self.cfg.sampling.temperature, self.pad_id, self.device,
+                                   reference=self.reference, compute_dtype=self.train_dtype)
         attention = self.cfg.backend.local.rollout_attention
-        if self.rollout_dtype == self.train_dtype:
+        if self.rollout_dtype == MASTER_DTYPE:
             # one copy serves both: it samples and replays with the rollout attention (switched on for
             # those phases only, see _rollout_phase) and trains with its own
             self.rollout_model = policy
@@ -168,6 +190,13 @@ class LocalBackend(PolicyUpdate, Backend):
                 "replay_batching": "exact" if self.exact_replay_batches() else "padded",
                 "threads": torch.get_num_threads(), "shared_with_training": self.rollout_model is self.policy,
                 "host_native_bf16": native_bf16()}
+
+    def update_info(self) -> dict[str, Any]:
+        """How the update computes: ``model.train_dtype`` as given and resolved (bf16 mixed precision
+        or float32), over float32 master weights and optimiser state."""
+        return {"train_dtype": self.cfg.model.train_dtype,
+                "compute_dtype": str(self.train_dtype).removeprefix("torch."),
+                "master_dtype": str(MASTER_DTYPE).removeprefix("torch."), "host_native_bf16": native_bf16()}
 
     def replay_head_float32(self) -> bool:
         return replay_head_float32(self.cfg.backend.local.replay_head, self.rollout_dtype)
@@ -198,12 +227,6 @@ class LocalBackend(PolicyUpdate, Backend):
 
     def _needs_reference(self) -> bool:
         return self.cfg.optim.kl_coef > 0 or bool(self.algorithm is not None and self.algorithm.needs_reference)
-
-    def _reference(self) -> Any:
-        if self._ref is None:
-            raise RuntimeError("the reference policy is only loaded when optim.kl_coef > 0 or the algorithm "
-                               "declares needs_reference")
-        return self._ref
 
     # -- generation for evaluation ---------------------------------------------------------------
     def generate(self, messages_list: list[list[dict[str, str]]], max_new_tokens: int,
@@ -251,13 +274,11 @@ class LocalBackend(PolicyUpdate, Backend):
                              + (f" within sampling.max_prompt_tokens={cfg.sampling.max_prompt_tokens} "
                                 f"({too_long} longer)" if too_long else ""))
         self.policy.train()
-        params = [p for p in self.policy.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
-                                weight_decay=cfg.optim.weight_decay)
         record.start(seed=cfg.seed, task_version=str(task.version), data_hash=Task.data_hash(examples),
                      extra={"backend": "local", "model_source": self.model_source, "device": str(self.device),
                             "generator": self.generator_name,
                             "rollout_dtype": str(self.rollout_dtype), "rollout": self.rollout_info(),
+                            "update": self.update_info(),
                             "algorithm": algo.config_dict(),
                             "prompts_too_long": too_long})
         if too_long:
@@ -271,7 +292,7 @@ class LocalBackend(PolicyUpdate, Backend):
             if state["fingerprint"] != self._fingerprint():
                 raise RuntimeError(f"{record.checkpoint_dir}: checkpoint of a different configuration")
             checkpoint.load_trainable_state(self.policy, state["model"])
-            opt.load_state_dict(state["optimizer"])
+            self.update.optimizer.load_state_dict(state["optimizer"])
             checkpoint.set_rng_state(state["rng"])
             start = int(state["step"])
             self._position = int(state["data_position"])
@@ -283,9 +304,10 @@ class LocalBackend(PolicyUpdate, Backend):
         self._credit = CreditLog(cfg.output.credit_groups, record.path, self.tokenizer, task)
         self._credit.resume(start)
         opts = cfg.backend.local
-        engine = ReplayEngine(self.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix,
-                              self.pad_id, temperature=cfg.sampling.temperature,
-                              head_float32=self.replay_head_float32(), exact_batches=self.exact_replay_batches())
+        self._engine = ReplayEngine(self.rollout_model, opts.replay_batch_size, opts.replay_chunk_size,
+                                    opts.share_prefix, self.pad_id, temperature=cfg.sampling.temperature,
+                                    head_float32=self.replay_head_float32(),
+                                    exact_batches=self.exact_replay_batches())
         old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         rows: list[dict[str, Any]] = []
         try:
@@ -294,7 +316,7 @@ class LocalBackend(PolicyUpdate, Backend):
             bar = tqdm(total=cfg.schedule.steps, initial=start, desc=f"{cfg.algo.name} on {cfg.task.name}",
                        unit="step", dynamic_ncols=True)
             for n in range(start, cfg.schedule.steps):
-                row = self._step(n, examples, algo, engine, opt, params, record)
+                row = self._step(n, examples, record)
                 rows.append(row)
                 bar.update(1)
                 bar.set_postfix(reward=f"{row['reward_mean']:.3f}", replay=f"{row['replay_share']:.2f}",
@@ -302,7 +324,7 @@ class LocalBackend(PolicyUpdate, Backend):
                 every = cfg.schedule.checkpoint_every
                 stop_now = watch.after_step(row)
                 if (every and (n + 1) % every == 0) or self._stop or n + 1 == cfg.schedule.steps or stop_now:
-                    self._save(record, n + 1, opt)
+                    self._save(record, n + 1)
                 if stop_now:
                     break
                 if self._stop:
@@ -314,76 +336,92 @@ class LocalBackend(PolicyUpdate, Backend):
                 signal.signal(s, h)
         self.rollout_model.eval()
         return {**run_summary(record.metrics(), time.time() - t_run), **self._guard.summary(),
-                **watch.summary(), "rollout": self.rollout_info()}
+                **watch.summary(), "rollout": self.rollout_info(), "update": self.update_info()}
 
-    def _save(self, record: Any, step: int, opt: torch.optim.Optimizer) -> None:
-        checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=opt,
+    def _save(self, record: Any, step: int) -> None:
+        checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=self.update.optimizer,
                         data_position=self._position, fingerprint=self._fingerprint())
 
-    def _step(self, n: int, examples: list[Any], algo: Any, engine: ReplayEngine, opt: Any, params: list[Any],
-              record: Any) -> dict[str, Any]:
-        from algorithms import RolloutBatch
-
-        cfg, s = self.cfg, self.cfg.sampling
-        torch.manual_seed(_step_seed(cfg.seed, n))
-        t0 = time.time()
-        engine.refresh()  # the rollout weights changed at the last update
+    def _step(self, n: int, examples: list[Any], record: Any) -> dict[str, Any]:
+        """Training step ``n`` (0-based), top to bottom. The algorithm's part is marked ALGO LOGIC;
+        the rest is the plumbing every algorithm shares."""
+        cfg, algo, task, s = self.cfg, self.algorithm, self.task, self.cfg.sampling
+        phases = PhaseTimes()
+        torch.manual_seed(_step_seed(cfg.seed, n))  # an interrupted and resumed run draws the same
         batch_examples = self._examples_at(examples, self._position, s.prompts_per_step)
         self._position += s.prompts_per_step
-        self.rollout_model.eval()
-        request = ReplayRequest(algo.replay_request)
-        # P_all / x+ from sampling; given up once a replay shows the task's P_all is not the prompt
-        # (vLLM exposes no hidden states: its rollouts carry none and the replay recomputes P_all)
-        keep = (request in (ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.RUBRIC) and algo.needs_replay(n)
-                and self._keep_hidden and self._vllm is None)
-        with self._rollout_phase():
-            rollouts = rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
-                                    s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm, seed=_step_seed(cfg.seed, n),
-                                    logits_budget=cfg.backend.local.sampling_logits_mb << 20)
-        t1 = time.time()
-        for r in rollouts:
-            r.verdicts = self.task.score(r.example, r.text)
-        rewards, group_ids, mask, T = batch_tensors(rollouts)
-        t2 = time.time()
-        if request is not ReplayRequest.NONE and algo.needs_replay(n):
-            teacher_engine = engine
-            if request is ReplayRequest.TEACHER:
-                ref = self._reference()
-                teacher_engine = ReplayEngine(self.policy if ref == "adapter-disabled" else ref,
-                                              engine.batch_size, engine.chunk_size, engine.share_prefix, self.pad_id,
-                                              temperature=engine.temperature)
-            with torch.no_grad(), self._adapter_off(request is ReplayRequest.TEACHER), self._rollout_phase():
-                rep = replay_for(request, teacher_engine, self.task, self.tokenizer, rollouts, rewards, group_ids, T)
-        else:
-            rep = ReplayResult(pairs_total=int((~torch.isnan(rewards)).sum()))
-        self._guard.after_step(n, rewards, group_ids, request is not ReplayRequest.NONE and algo.needs_replay(n),
-                               rep.pairs_replayed)
-        if keep and rep.sequences and not rep.sampling_hidden_used:
-            self._keep_hidden = False
-        for r in rollouts:
-            r.hidden = r.logits = None
-        t3 = time.time()
-        batch = RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=mask, relevance=rep.relevance,
-                             step=n, joint_relevance=rep.joint_relevance, logprob_delta=rep.logprob_delta,
-                             reward_low=reward_lows(rollouts, self.task, rewards.shape[1]),
-                             reward_names=column_names(rollouts), total_steps=cfg.schedule.steps)
-        adv, algo_metrics = algo.advantages(batch)
-        adv = adv.float()
-        time_credit = self._credit.log(n, rollouts, batch, rep.relevance, algo, adv)
-        upd = self._update(rollouts, adv, T, algo, rep, opt, params)
-        self._sync_rollout()
-        t4 = time.time()
-        row = step_row(n, rollouts, rewards, mask, adv, rep, upd, algo_metrics,
-                       getattr(self.task, "format_reward", None), bool(self.cfg.optim.entropy_coef),
-                       family=getattr(self.task, "reward_family", None))
-        row.update(step_diagnostics(algo, batch, rollouts, self.tokenizer, getattr(self.task, "reward_family", None)))
-        row.update(time_generate=t1 - t0, time_score=t2 - t1, time_replay=t3 - t2,
-                   time_update=t4 - t3 - time_credit, time_credit=time_credit, time_step=t4 - t0)
+
+        # ALGO LOGIC: what the algorithm asks of this step (needs_replay is asked here, once) -------
+        plan = plan_step(algo, n)
+
+        # PLUMBING: sample G responses per prompt with the old policy, score them ----------------
+        with phases("generate"):
+            rollouts = self._sample(batch_examples, n, plan)
+        with phases("score"):
+            for r in rollouts:
+                r.verdicts = task.score(r.example, r.text)
+            rewards, group_ids, mask, T = batch_tensors(rollouts)
+
+        # ALGO LOGIC: replay what the algorithm asks, then its token advantages --------------------
+        with phases("replay"):
+            rep = self._replay(plan, rollouts, rewards, group_ids, T)
+        self._guard.after_step(n, rewards, group_ids, plan.replay, rep.pairs_replayed)
+        with phases("update"):
+            batch = rep.to_batch(rewards, group_ids, mask, n, reward_lows(rollouts, task, rewards.shape[1]),
+                                 reward_names=column_names(rollouts), total_steps=cfg.schedule.steps)
+            result = step_advantages(algo, batch)
+
+        # PLUMBING: per-token credit of a few groups (credit.jsonl) ------------------------------
+        with phases("credit"):
+            self._credit.log(n, rollouts, result, rep.relevance)
+
+        # ALGO LOGIC: the policy update (Eq. 3 + KL + entropy + the algorithm's own loss) ---------
+        with phases("update"):
+            upd = self.update(rollouts, result.tokens, T, algo, rep.teacher_hidden)
+            self._sync_rollout()
+
+        # METRICS ROW: the one place the step's row is built ---------------------------------------
+        row = step_row(n, rollouts, rewards, mask, result.tokens, rep, upd, result.metrics,
+                       getattr(task, "format_reward", None), bool(cfg.optim.entropy_coef),
+                       family=getattr(task, "reward_family", None))
+        row.update(step_diagnostics(algo, batch, rollouts, self.tokenizer, getattr(task, "reward_family", None),
+                                    advantages=result))
+        row.update(phases.row())
         record.append_metrics(row)
-        record.append_samples(sample_rows(n, rollouts, self.cfg.schedule.log_samples))
+        record.append_samples(sample_rows(n, rollouts, cfg.schedule.log_samples))
         return row
 
-    def _adapter_off(self, wanted: bool) -> Any:
-        if wanted and self.cfg.model.lora:
-            return self.policy.disable_adapter()
-        return contextlib.nullcontext()
+    # -- the step's pieces ------------------------------------------------------------------------
+    def _sample(self, batch_examples: list[Any], n: int, plan: StepPlan) -> list[Any]:
+        """G responses per prompt with the rollout model (theta_old). When the replay needs the
+        sampling prompt's pass (P_all, x+), the sampler records it, until a replay shows the task's
+        P_all is not the prompt (vLLM exposes no hidden states: the replay then recomputes it)."""
+        cfg, s = self.cfg, self.cfg.sampling
+        self._engine.refresh()  # the rollout weights changed at the last update
+        self.rollout_model.eval()
+        keep = plan.sampling_prompt_replayed and self._keep_hidden and self._vllm is None
+        with self._rollout_phase():
+            return rollouts_for(self.rollout_model, self.tokenizer, batch_examples, s.group_size, self.eos, s,
+                                s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm,
+                                seed=_step_seed(cfg.seed, n), logits_budget=cfg.backend.local.sampling_logits_mb << 20)
+
+    def _replay(self, plan: StepPlan, rollouts: list[Any], rewards: torch.Tensor, group_ids: torch.Tensor,
+                T: int) -> ReplayResult:
+        """The replay the plan asks for: the rollout model (theta_old), or the reference policy for
+        OPSD's teacher; then the sampling pass's hidden states are dropped."""
+        if not plan.replay:
+            rep = ReplayResult.nothing_replayed(rewards)
+        else:
+            engine, teacher = self._engine, contextlib.nullcontext()
+            if plan.teacher:
+                ref = self.update.reference_policy()
+                engine = ReplayEngine(ref.model, engine.batch_size, engine.chunk_size, engine.share_prefix,
+                                      self.pad_id, temperature=engine.temperature)
+                teacher = ref.active()
+            with torch.no_grad(), teacher, self._rollout_phase():
+                rep = replay_for(plan.request, engine, self.task, self.tokenizer, rollouts, rewards, group_ids, T)
+            if rep.sequences and not rep.sampling_hidden_used and any(r.hidden is not None for r in rollouts):
+                self._keep_hidden = False  # this task's P_all is not the sampling prompt
+        for r in rollouts:
+            r.hidden = r.logits = None
+        return rep

@@ -64,11 +64,37 @@ def response_logits(model: Any, mb: MicroBatch, temperature: float = 1.0) -> Ten
     Only the response positions go through the LM head. Position ids count real tokens only, so
     left padding does not shift positions (as in generation).
     """
+    h, head, cap = _response_hidden(model, mb)
+    return head_logits(head, h, cap, temperature).float()
+
+
+def _response_hidden(model: Any, mb: MicroBatch) -> tuple[Tensor, Any, float | None]:
+    """Final hidden states [b, T, H] at the positions predicting the response tokens, the LM head
+    and its soft-cap."""
     decoder, head, cap = decoder_and_head(model)
     pos = (mb.attention_mask.cumsum(-1) - 1).clamp_min(0)
     hidden = decoder(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=pos).last_hidden_state
-    h = hidden[:, mb.prompt_width - 1:mb.prompt_width - 1 + mb.T]
-    return head_logits(head, h, cap, temperature).float()
+    return hidden[:, mb.prompt_width - 1:mb.prompt_width - 1 + mb.T], head, cap
+
+
+def response_logprobs(model: Any, mb: MicroBatch, temperature: float = 1.0,
+                      with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+    """(log pi(y_t) [b, T], entropy [b, T] or None) at the rollout ``temperature``, 0 off the response
+    mask, with grad if enabled. The same values as :func:`gather_logprobs` and :func:`entropy` on
+    :func:`response_logits`, but the LM head and the log-softmax run only at the valid response
+    tokens (the loss reads nothing else), and no [b, T, V] log-softmax is kept: log p = logit -
+    logsumexp(logits)."""
+    h, head, cap = _response_hidden(model, mb)
+    mask = mb.response_mask
+    logits = head_logits(head, h[mask], cap, temperature).float()  # [N, V], N valid tokens
+    lse = torch.logsumexp(logits, -1)
+    logp = torch.zeros(mask.shape, dtype=logits.dtype, device=logits.device)
+    logp = logp.masked_scatter(mask, logits.gather(-1, mb.response_ids[mask].unsqueeze(-1)).squeeze(-1) - lse)
+    ent = None
+    if with_entropy:
+        values = lse - (torch.softmax(logits, -1) * logits).sum(-1)
+        ent = torch.zeros(mask.shape, dtype=logits.dtype, device=logits.device).masked_scatter(mask, values)
+    return logp, ent
 
 
 def gather_logprobs(logits: Tensor, tokens: Tensor) -> Tensor:

@@ -83,7 +83,7 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
            greedy: bool = False, batch_size: int | None = None,
            hidden_out: list[torch.Tensor] | None = None,
            logits_out: list[torch.Tensor] | None = None,
-           keep_cost: dict[str, float] | None = None) -> list[tuple[list[int], bool]]:
+           keep_cost: dict[str, float] | None = None, share_prompts: bool = True) -> list[tuple[list[int], bool]]:
     """Generate one response per prompt; returns (response ids, truncated) per prompt, in order.
 
     ``top_k=None`` disables top-k (transformers would otherwise apply its default of 50);
@@ -96,7 +96,8 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
     ``generate`` call, each response's entry a view of it). ``keep_cost["seconds"]`` (when given)
     accumulates the time spent keeping them: inside the hooks and slicing the results, nothing when
     nothing is kept (the direct cost of keeping, which a benchmark can charge without the noise of
-    timing two whole samplings).
+    timing two whole samplings). ``share_prompts``: a prompt repeated in the batch (the G responses
+    of a group) is prefilled once (:func:`shared_prefill`).
     """
     device = next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
@@ -111,6 +112,10 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
             kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k or 0)
+        if share_prompts:
+            cache = shared_prefill(model, chunk, ids, mask)
+            if cache is not None:
+                kwargs["past_key_values"] = cache
         norm = final_norm(model) if hidden_out is not None else None
         caught: list[torch.Tensor] = []
         logits = _StepBuffer(len(chunk), max_new_tokens) if logits_out is not None else None
@@ -142,6 +147,28 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
                 logits_out.append(logits.buffer[i, :len(resp)])  # type: ignore[index]
         clock.stop()
     return out
+
+
+def shared_prefill(model: Any, rows: Sequence[Sequence[int]], ids: torch.Tensor, mask: torch.Tensor) -> Any | None:
+    """The KV cache of every row's prompt but its last token, each distinct prompt computed once
+    and repeated for its rows (``ids``/``mask``: the rows left-padded), or None when no prompt
+    repeats. ``generate`` then runs only the last prompt token and the response on top of it, so
+    a group's prompt goes through the model once instead of G times; the last token's pass, whose
+    output predicts the first response token, stays in ``generate`` (and in the hidden-state hooks)."""
+    keys = [tuple(r) for r in rows]
+    first = {k: i for i, k in reversed(list(enumerate(keys)))}
+    if len(first) == len(keys) or min(len(k) for k in keys) < 2:
+        return None
+    from harness.replay import _returned_cache, decoder_and_head
+
+    order = list(first.values())  # one row per distinct prompt
+    slot = {k: n for n, k in enumerate(first)}
+    decoder, _, _ = decoder_and_head(model)
+    uids, umask = ids[order, :-1], mask[order, :-1]
+    positions = (umask.cumsum(-1) - 1).clamp_min(0)
+    cache = _returned_cache(decoder(input_ids=uids, attention_mask=umask, position_ids=positions, use_cache=True))
+    cache.reorder_cache(torch.tensor([slot[k] for k in keys], device=ids.device))
+    return cache
 
 
 class _Clock:

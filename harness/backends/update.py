@@ -1,8 +1,12 @@
-"""The local backend's policy update: the clipped surrogate of Eq. 3 over ``mini_batches`` optimiser
-updates per step, each accumulating micro-batches of ``micro_batch_size`` sequences, with the
-optional k3 KL against the reference policy, the entropy bonus, and an algorithm's own loss term
-(OPSD's distillation). Mixed into :class:`harness.backends.local.LocalBackend`, whose policy,
-reference, config and tokenizer padding it uses.
+"""The local backend's policy update, an object built with everything it uses: the policy, the
+reference policy (when a KL term or the algorithm's own loss needs one), the optimiser settings
+(``optim.*``; it owns the AdamW optimiser, which the checkpoint saves), the rollout temperature,
+the pad id and the device.
+
+One call (:meth:`PolicyUpdate.__call__`) is one step's update: the clipped surrogate of Eq. 3 over
+``mini_batches`` optimiser updates, each accumulating micro-batches of ``micro_batch_size``
+sequences, with the optional k3 KL against the reference policy, the entropy bonus, and an
+algorithm's own loss term (OPSD's distillation on the teacher replay's hidden states).
 
 With one mini-batch the old log-probabilities are the detached current ones (rho = 1 exactly);
 with several they come from one no-grad pass of the policy before the first update. Every
@@ -11,110 +15,174 @@ log-probability is taken at the rollout temperature.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from harness.backends.loss import entropy, gather_logprobs, make_micro_batch, response_logits, surrogate_loss
+from harness.backends.loss import (
+    entropy,
+    gather_logprobs,
+    make_micro_batch,
+    response_logits,
+    response_logprobs,
+    surrogate_loss,
+)
 from harness.backends.rollout import Rollout
 from harness.backends.step_metrics import UpdateStats
 from harness.replay import decoder_and_head, head_logits
-from harness.replay_builders import ReplayResult
+
+
+@dataclass
+class Reference:
+    """The initial policy: a frozen copy, or (LoRA) the policy itself with its adapter disabled."""
+
+    model: Any
+    adapter_disabled: bool = False
+
+    def active(self) -> Any:
+        """The context in which ``model`` computes as the initial policy."""
+        return self.model.disable_adapter() if self.adapter_disabled else contextlib.nullcontext()
 
 
 class PolicyUpdate:
     """The update phase of a step (see the module docstring)."""
 
-    cfg: Any
-    policy: Any
-    pad_id: int
-    device: torch.device
-
-    def _reference(self) -> Any:  # provided by the backend
-        raise NotImplementedError
+    def __init__(self, policy: Any, optim: Any, temperature: float, pad_id: int, device: torch.device,
+                 reference: Reference | None = None, compute_dtype: torch.dtype = torch.float32):
+        self.policy, self.optim, self.temperature = policy, optim, float(temperature)
+        self.pad_id, self.device, self.reference = int(pad_id), device, reference
+        self.compute_dtype = compute_dtype
+        self.params = [p for p in policy.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=optim.lr, betas=tuple(optim.betas),
+                                           weight_decay=optim.weight_decay)
 
     # -- the update ----------------------------------------------------------------------------------
-    def _update(self, rollouts: list[Rollout], adv: torch.Tensor, T: int, algo: Any, rep: ReplayResult,
-                opt: Any, params: list[Any]) -> UpdateStats:
-        o = self.cfg.optim
+    def __call__(self, rollouts: Sequence[Rollout], adv: torch.Tensor, T: int, algo: Any,
+                 teacher_hidden: list[torch.Tensor] | None = None) -> UpdateStats:
+        """One step's update on ``rollouts`` with token advantages ``adv[B, T]`` (``T`` the batch's
+        longest response; each micro-batch is only as wide as its own); ``teacher_hidden``: the
+        teacher replay's hidden states per response, for an algorithm with its own loss."""
+        o, opt = self.optim, self.optimizer
         B = len(rollouts)
         order = list(range(B))
         # contiguous slices: responses are grouped by prompt, so each mini-batch holds whole prompts
         # when prompts_per_step is a multiple of mini_batches (the recipes' PPO mini-batches of prompts)
         size = -(-B // max(1, o.mini_batches))
         minis = [order[i:i + size] for i in range(0, B, size)]
-        old: dict[int, torch.Tensor] = {}
-        if len(minis) > 1:
-            with torch.no_grad():
-                for idx in self._micro(order):
-                    mb = self._mb(rollouts, idx, T)
-                    lp = gather_logprobs(response_logits(self.policy, mb, self._temperature), mb.response_ids)
-                    for i, j in enumerate(idx):
-                        old[j] = lp[i]
-        want_ref = o.kl_coef > 0
+        old = self._old_logprobs(rollouts, order) if len(minis) > 1 else {}
         tot = UpdateStats()
         self.policy.train()
         for mini in minis:
             n_tok = sum(len(rollouts[j].response_ids) for j in mini)
             opt.zero_grad(set_to_none=True)
-            for idx in self._micro(mini):
-                mb = self._mb(rollouts, idx, T)
-                logits = response_logits(self.policy, mb, self._temperature)
-                logp = gather_logprobs(logits, mb.response_ids)
-                old_lp = torch.stack([old[j] for j in idx]) if old else logp.detach()
-                ref_lp = self._ref_logprobs(mb) if want_ref else None
-                ent = entropy(logits) if o.entropy_coef else None
-                terms = surrogate_loss(logp, old_lp, adv[idx].to(logp.device), mb.response_mask, n_tok,
-                                       o.clip_low, o.clip_high, ref_lp, o.kl_coef, ent, o.entropy_coef)
-                loss = terms.loss
-                if algo.has_loss and rep.teacher_hidden is not None:  # the coefficient is the algorithm's own
-                    d = self._opsd_loss(algo, logits, mb, idx, rep) * (int(mb.response_mask.sum()) / max(n_tok, 1))
-                    loss = loss + d
-                    tot.extra_loss += float(d.detach())
-                loss.backward()
-                tot.loss += float(loss.detach())
-                tot.clipped += terms.clipped
-                tot.kl += terms.kl_sum
-                tot.entropy += terms.entropy_sum
-                tot.ratio_max = max(tot.ratio_max, terms.ratio_max)
+            with self.autocast():  # one region per optimiser update: the weights' bf16 casts are made once
+                self._accumulate(rollouts, mini, adv, algo, teacher_hidden, old, n_tok, tot)
             tot.tokens += n_tok
             if o.grad_clip and o.grad_clip > 0:
-                norm = torch.nn.utils.clip_grad_norm_(params, o.grad_clip)
+                norm = torch.nn.utils.clip_grad_norm_(self.params, o.grad_clip)
             else:
-                norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params if p.grad is not None))
+                norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in self.params if p.grad is not None))
             tot.grad_norm = max(tot.grad_norm, float(norm))
             opt.step()
         opt.zero_grad(set_to_none=True)
         return tot
 
-    @property
-    def _temperature(self) -> float:
-        """The rollout temperature: log-probabilities, KL, entropy and relevance are taken under it."""
-        return self.cfg.sampling.temperature
+    # -- its pieces ------------------------------------------------------------------------------------
+    def autocast(self) -> Any:
+        """bf16 mixed precision when the compute dtype is bf16 (autocast: matrix products in bf16,
+        the weights, their gradients and the optimiser state stay float32); else nothing."""
+        if self.compute_dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype)
 
-    def _micro(self, idx: list[int]) -> list[list[int]]:
-        size = max(1, self.cfg.optim.micro_batch_size)
+    def _accumulate(self, rollouts: Sequence[Rollout], mini: list[int], adv: torch.Tensor, algo: Any,
+                    teacher_hidden: list[torch.Tensor] | None, old: dict[int, torch.Tensor], n_tok: int,
+                    tot: UpdateStats) -> None:
+        """Forward and backward over the micro-batches of one mini-batch, the gradients accumulating."""
+        o = self.optim
+        for idx in self._micro(mini, rollouts):
+            mb = self._mb(rollouts, idx)
+            if algo.has_loss and teacher_hidden is not None:  # its loss reads the full distributions
+                logits = response_logits(self.policy, mb, self.temperature)
+                logp, ent = gather_logprobs(logits, mb.response_ids), entropy(logits) if o.entropy_coef else None
+            else:  # the LM head and log-softmax at the valid tokens only
+                logp, ent = response_logprobs(self.policy, mb, self.temperature, with_entropy=bool(o.entropy_coef))
+            old_lp = self._padded(old, idx, mb.T) if old else logp.detach()
+            ref_lp = self._ref_logprobs(mb) if o.kl_coef > 0 else None
+            terms = surrogate_loss(logp, old_lp, adv[idx, :mb.T].to(logp.device), mb.response_mask, n_tok,
+                                   o.clip_low, o.clip_high, ref_lp, o.kl_coef, ent, o.entropy_coef)
+            loss = terms.loss
+            if algo.has_loss and teacher_hidden is not None:  # the coefficient is the algorithm's own
+                d = self._own_loss(algo, logits, mb, idx, teacher_hidden) * (int(mb.response_mask.sum())
+                                                                              / max(n_tok, 1))
+                loss = loss + d
+                tot.extra_loss += float(d.detach())
+            loss.backward()
+            tot.loss += float(loss.detach())
+            tot.clipped += terms.clipped
+            tot.kl += terms.kl_sum
+            tot.entropy += terms.entropy_sum
+            tot.ratio_max = max(tot.ratio_max, terms.ratio_max)
+
+    def _micro(self, idx: list[int], rollouts: Sequence[Rollout]) -> list[list[int]]:
+        """Micro-batches of ``micro_batch_size`` sequences, of similar lengths (sorted by prompt plus
+        response length: less padding; the accumulated gradient is the same sum in any order)."""
+        size = max(1, self.optim.micro_batch_size)
+        idx = sorted(idx, key=lambda j: (len(rollouts[j].prompt_ids) + len(rollouts[j].response_ids), j))
         return [idx[i:i + size] for i in range(0, len(idx), size)]
 
-    def _mb(self, rollouts: list[Rollout], idx: list[int], T: int) -> Any:
+    def _mb(self, rollouts: Sequence[Rollout], idx: list[int]) -> Any:
+        """The micro-batch, as wide as its own longest prompt and response."""
+        T = max(1, max(len(rollouts[j].response_ids) for j in idx))
         return make_micro_batch([rollouts[j].prompt_ids for j in idx], [rollouts[j].response_ids for j in idx],
                                 T, self.pad_id, self.device)
 
+    @staticmethod
+    def _padded(old: dict[int, torch.Tensor], idx: list[int], T: int) -> torch.Tensor:
+        """The old log-probabilities of ``idx`` as [b, T] (each kept at its own response length)."""
+        out = torch.zeros(len(idx), T, dtype=old[idx[0]].dtype, device=old[idx[0]].device)
+        for i, j in enumerate(idx):
+            out[i, :old[j].shape[0]] = old[j]
+        return out
+
+    @torch.no_grad()
+    def _old_logprobs(self, rollouts: Sequence[Rollout], order: list[int]) -> dict[int, torch.Tensor]:
+        """The policy's log-probabilities before the first optimiser update (several mini-batches), in
+        the compute dtype, as the first mini-batch's own pass computes them (rho = 1 there)."""
+        old: dict[int, torch.Tensor] = {}
+        with self.autocast():
+            for idx in self._micro(order, rollouts):
+                mb = self._mb(rollouts, idx)
+                lp, _ = response_logprobs(self.policy, mb, self.temperature)
+                for i, j in enumerate(idx):
+                    old[j] = lp[i, :len(rollouts[j].response_ids)]
+        return old
+
+    def reference_policy(self) -> Reference:
+        """The reference policy (a clear error where none was loaded)."""
+        if self.reference is None:
+            raise RuntimeError("the reference policy is only loaded when optim.kl_coef > 0 or the algorithm "
+                               "declares needs_reference")
+        return self.reference
+
     @torch.no_grad()
     def _ref_logprobs(self, mb: Any) -> torch.Tensor:
-        ref = self._reference()
-        if ref == "adapter-disabled":
-            with self.policy.disable_adapter():
-                return gather_logprobs(response_logits(self.policy, mb, self._temperature), mb.response_ids)
-        return gather_logprobs(response_logits(ref, mb, self._temperature), mb.response_ids)
+        ref = self.reference_policy()
+        with ref.active():
+            return response_logprobs(ref.model, mb, self.temperature)[0]
 
-    def _opsd_loss(self, algo: Any, logits: torch.Tensor, mb: Any, idx: list[int], rep: ReplayResult) -> torch.Tensor:
-        ref = self._reference()
-        _, head, cap = decoder_and_head(self.policy if ref == "adapter-disabled" else ref)
+    def _own_loss(self, algo: Any, logits: torch.Tensor, mb: Any, idx: list[int],
+                  teacher_hidden: list[torch.Tensor]) -> torch.Tensor:
+        """The algorithm's loss term (OPSD: ``distillation_loss``) against the teacher's logits, made
+        from the teacher replay's hidden states with the reference's LM head."""
+        _, head, cap = decoder_and_head(self.reference_policy().model)
         teacher = torch.zeros_like(logits)
         with torch.no_grad():
             for i, j in enumerate(idx):
-                h = rep.teacher_hidden[j]  # type: ignore[index]
+                h = teacher_hidden[j]
                 if h.numel():
-                    teacher[i, :h.shape[0]] = head_logits(head, h.to(self.device), cap, self._temperature)
+                    teacher[i, :h.shape[0]] = head_logits(head, h.to(self.device), cap, self.temperature)
         return algo.distillation_loss(logits, teacher, mb.response_mask)

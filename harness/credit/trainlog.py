@@ -3,9 +3,9 @@
 ``output.credit_groups`` groups are logged per step (0 turns logging off): the first groups of the
 step's batch, whose prompts are already a seeded random draw from the data. For each of their
 responses the row (:mod:`harness.credit.rows`) keeps the relevance q the replay computed (null for
-pairs not replayed: rewards that did not vary in the group, or steps without replay), the weights
-w of an MRTPO-family algorithm (its ``compute``; null for other algorithms) and the token
-advantages the update used.
+pairs not replayed: rewards that did not vary in the group, or steps without replay), the
+per-reward weights w of an MRTPO-family algorithm (``Advantages.reward_weights``, from the step's
+one call of ``advantages``; null for other algorithms) and the token advantages the update used.
 """
 
 from __future__ import annotations
@@ -22,17 +22,6 @@ from harness.credit.rows import credit_row
 from harness.credit.store import append_rows, drop_after
 
 
-def _weights(algo: Any, batch: Any) -> torch.Tensor | None:
-    """The Eq. 6 weights [B, K, T] of an algorithm that computes them per reward, else None."""
-    compute = getattr(algo, "compute", None)
-    if compute is None:
-        return None
-    w = compute(batch).get("w")
-    if not isinstance(w, torch.Tensor) or w.shape[1] != batch.rewards.shape[1]:
-        return None  # one profile for all rewards (the joint ablation) has no per-reward weights
-    return w
-
-
 class CreditLog:
     """Writes ``credit.jsonl`` into a run record directory."""
 
@@ -45,9 +34,9 @@ class CreditLog:
         """Drop the rows of steps after the checkpoint a run resumes from."""
         drop_after(self.directory, last_step)
 
-    def log(self, n: int, rollouts: Sequence[Any], batch: Any, relevance: torch.Tensor | None, algo: Any,
-            adv: torch.Tensor) -> float:
-        """Append the rows of step ``n`` (0-based; rows say ``step = n + 1``); the seconds it took."""
+    def log(self, n: int, rollouts: Sequence[Any], advantages: Any, relevance: torch.Tensor | None) -> float:
+        """Append the rows of step ``n`` (0-based; rows say ``step = n + 1``) from the step's
+        :class:`algorithms.Advantages` and the replay's relevance; the seconds it took."""
         if not self.groups:
             return 0.0
         t0 = time.perf_counter()
@@ -55,7 +44,7 @@ class CreditLog:
         for r in rollouts:
             if r.group not in chosen and len(chosen) < self.groups:
                 chosen.append(r.group)
-        w = _weights(algo, batch)
+        w, adv = advantages.reward_weights, advantages.tokens
         rows = []
         for j, r in enumerate(rollouts):
             if r.group not in chosen:

@@ -24,11 +24,12 @@ from typing import Any
 import ray
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 
+from harness.backends.algo_step import plan_step
 from harness.backends.openrlhf.cell import CellSpec
 from harness.backends.openrlhf.shards import ReplaySettings, ShardResult, make_shards, merge_shards
 from harness.backends.openrlhf.step import StepBatch, compute_advantages, step_batch, write_advantages
 from harness.replay_builders import replay_for
-from mrbench_core.replay_kinds import WITHOUT_FORWARD, ReplayRequest
+from mrbench_core.replay_kinds import WITHOUT_FORWARD
 
 
 class MRExperienceMaker(RemoteExperienceMaker):
@@ -52,19 +53,19 @@ class MRExperienceMaker(RemoteExperienceMaker):
         return max(1, a.actor.num_nodes * a.actor.num_gpus_per_node // a.ds.ring_attn_size // a.ds.tensor_parallel_size)
 
     def _replay(self, batch: StepBatch) -> None:
-        request = ReplayRequest(self.algorithm.replay_request)
-        if request is ReplayRequest.NONE or not self.algorithm.needs_replay(self.step):
+        batch.plan = plan = plan_step(self.algorithm, self.step)
+        if not plan.replay:
             return
         t0 = time.time()
-        if request in WITHOUT_FORWARD:  # read-span masks need the tokenizer and the verdicts, no model
-            batch.rep = replay_for(request, None, self.task, self.tokenizer, batch.rollouts, batch.rewards,
+        if plan.request in WITHOUT_FORWARD:  # read-span masks need the tokenizer and the verdicts, no model
+            batch.rep = replay_for(plan.request, None, self.task, self.tokenizer, batch.rollouts, batch.rewards,
                                    batch.group_ids, batch.T)
             batch.time_replay = time.time() - t0
             return
         opts = self.mr_cfg.backend.openrlhf
         settings = ReplaySettings(opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix,
                                   self.mr_cfg.sampling.temperature)
-        shards = make_shards(request.value, self.mr_cfg.task.name, dict(self.mr_cfg.task.options), settings,
+        shards = make_shards(plan.request.value, self.mr_cfg.task.name, dict(self.mr_cfg.task.options), settings,
                              batch.rollouts, batch.rewards, batch.group_ids, batch.T, self._effective_actors())
         refs = self.actor_model_group.async_run_method_batch(method_name="mr_replay", shard=shards)
         duplicate = self.args.ds.ring_attn_size * self.args.ds.tensor_parallel_size

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from torch import Tensor
 
+from harness.backends.algo_step import StepPlan, step_advantages
 from harness.backends.openrlhf.frame import scatter_rows, split_sequence
 from harness.backends.openrlhf.labels import decode_label
 from harness.backends.rollout import Rollout, batch_tensors, reward_lows
@@ -39,6 +39,7 @@ class StepBatch:
     T: int
     reward_low: Tensor  # [K]
     score_seconds: float = 0.0
+    plan: StepPlan | None = None  # what the algorithm asked of this step (the maker decides it once)
     rep: ReplayResult | None = None
     adv: Tensor | None = None
     algo_metrics: dict[str, float] = field(default_factory=dict)
@@ -80,18 +81,16 @@ def step_batch(samples: Sequence[Any], group_size: int, task: Any) -> StepBatch:
 def compute_advantages(algorithm: Any, batch: StepBatch, step: int, total_steps: int | None = None,
                        tokenizer: Any = None) -> Tensor:
     """The algorithm's token advantages ``[B, T]`` for the batch (and its metrics and per-reward
-    diagnostics, kept on it; the credit mass on read tokens needs the ``tokenizer``)."""
-    from algorithms import RolloutBatch
+    diagnostics, kept on it; the credit mass on read tokens needs the ``tokenizer``), from the same
+    batch builder and advantages call as the local backend's step (:mod:`harness.backends.algo_step`)."""
     from harness.step_diagnostics import column_names, step_diagnostics
 
-    rep = batch.rep or ReplayResult(pairs_total=int((~torch.isnan(batch.rewards)).sum()))
-    rb = RolloutBatch(rewards=batch.rewards, group_ids=batch.group_ids, response_mask=batch.mask,
-                      relevance=rep.relevance, step=step, joint_relevance=rep.joint_relevance,
-                      logprob_delta=rep.logprob_delta, reward_low=batch.reward_low,
+    rep = batch.rep or ReplayResult.nothing_replayed(batch.rewards)
+    rb = rep.to_batch(batch.rewards, batch.group_ids, batch.mask, step, batch.reward_low,
                       reward_names=column_names(batch.rollouts), total_steps=total_steps)
-    adv, metrics = algorithm.advantages(rb)
-    batch.adv, batch.algo_metrics, batch.rep = adv.float(), dict(metrics), rep
-    batch.diagnostics = step_diagnostics(algorithm, rb, batch.rollouts, tokenizer)
+    result = step_advantages(algorithm, rb)
+    batch.adv, batch.algo_metrics, batch.rep = result.tokens, dict(result.metrics), rep
+    batch.diagnostics = step_diagnostics(algorithm, rb, batch.rollouts, tokenizer, advantages=result)
     return batch.adv
 
 

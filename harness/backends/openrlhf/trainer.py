@@ -26,7 +26,6 @@ from harness.backends.openrlhf.launch import acknowledge_stop, stop_requested
 from harness.backends.openrlhf.maker import MRExperienceMaker
 from harness.backends.openrlhf.shards import ReplayShard, ShardResult, run_shard
 from harness.models import CHATML_TEMPLATE
-from mrbench_core.replay_kinds import ReplayRequest
 
 _ActorBase: Any = getattr(PolicyModelActor, "__ray_actor_class__", PolicyModelActor)
 _TrainerBase: Any = getattr(PPOTrainer, "__ray_actor_class__", PPOTrainer)
@@ -96,8 +95,7 @@ class MRPPOTrainerImpl(_TrainerBase):
         if batch is None:
             return
         n, cfg = global_step - 1, self.mr_cfg
-        replayed = ReplayRequest(maker.algorithm.replay_request) is not ReplayRequest.NONE and \
-            maker.algorithm.needs_replay(n)
+        replayed = batch.plan is not None and batch.plan.replay  # the maker's plan of this step
         self.guard.after_step(n, batch.rewards, batch.group_ids, replayed, batch.rep.pairs_replayed)
         self.record.append_metrics(metrics_row(n, batch, status, maker.task, bool(cfg.optim.entropy_coef)))
         self.record.append_samples(sample_rows(n, batch.rollouts, cfg.schedule.log_samples))
