@@ -123,7 +123,8 @@ def test_reward_mean_keys(key, name):
 
 
 class _ReadingToy:
-    """The toy task with the "short" verifier reporting that it read the first 4 characters."""
+    """The toy task with the "short" verifier reporting that it read the first 4 characters, and the
+    "format" verifier reporting no spans at all."""
 
     def __new__(cls):
         from toy_task import ToyTask
@@ -134,6 +135,8 @@ class _ReadingToy:
                 for v in verdicts:
                     if v.reward == "short" and response:
                         v.spans = [(0, min(4, len(response)))]
+                    elif v.reward == "format":
+                        v.spans = []
                 return verdicts
 
         return Reading()
