@@ -15,9 +15,19 @@ from harness.preflight import PreflightError, preflight
 from harness.records import RecordError, RunRecord
 
 
+#: a per-step list longer than this prints its first and last few values only
+LIST_SHOWN = 12
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.4g}"
+    if isinstance(value, list):
+        shown = [_fmt(v) for v in value]
+        if len(shown) > LIST_SHOWN:
+            half = LIST_SHOWN // 2
+            shown = shown[:half] + [f"... ({len(value) - 2 * half} more)"] + shown[-half:]
+        return " ".join(shown)
     return str(value)
 
 
