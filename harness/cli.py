@@ -25,6 +25,8 @@ from mrbench_core.errors import DataError
 from mrbench_core.registry import RegistryError, UnknownNameError
 
 CONFIG_SHORTCUTS = ("task", "algo", "model", "seed", "backend")
+#: the exit status after Ctrl-C / SIGTERM (128 + SIGINT, as a shell reports it)
+INTERRUPTED_EXIT = 130
 
 
 def _split_overrides(extra: Sequence[str], command: str = "run") -> list[tuple[str, str]]:
@@ -133,6 +135,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     for warning in scored.warnings():
         print(f"mrbench score: warning: {warning}", file=sys.stderr)
     print(f"scored {scored.rows} rows -> {args.out}")
+    table = scored.table()
+    if table:
+        print(table)
     return 0
 
 
@@ -377,6 +382,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as exc:  # an optional dependency a command needs (ray, matplotlib)
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: one line, no traceback
+        why = str(exc)
+        resume = "" if "resume" in why or args.command != "run" else "; rerun the same command to resume"
+        print(f"\nmrbench {args.command}: interrupted" + (f" ({why})" if why else "") + resume, file=sys.stderr)
+        return INTERRUPTED_EXIT
     return 1
 
 

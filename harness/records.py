@@ -4,7 +4,8 @@ Layout: ``results/<task>/<algorithm>/<model-slug>/seed<N>/`` holding
 
 - ``config.json``      the fully resolved :class:`harness.config.RunConfig`
 - ``provenance.json``  git commit (and whether the tree was dirty), package and library versions,
-                       task version, data hash, seed, host, start and end time, status
+                       task version, data hash, seed, host, start and end time, status (running,
+                       finished, failed, interrupted)
 - ``metrics.jsonl``    one JSON object per training step (key ``step``, 1-based, strictly increasing)
 - ``samples.jsonl``    a few sampled responses per step with their rewards
 - ``eval.json``        end-of-run benchmark results
@@ -39,6 +40,7 @@ from mrbench_core.jsonio import atomic_write_json, atomic_write_text, iter_jsonl
 STATUS_RUNNING = "running"
 STATUS_FINISHED = "finished"
 STATUS_FAILED = "failed"
+STATUS_INTERRUPTED = "interrupted"  # stopped by Ctrl-C / SIGTERM (checkpointed where the backend could)
 
 
 class RecordError(RuntimeError):
@@ -218,7 +220,7 @@ class RunRecord:
 
     def start(self, *, seed: int, task_version: str, data_hash: str, extra: dict[str, Any] | None = None) -> None:
         prov = self.provenance()
-        if not prov:
+        if not prov.get("started"):  # nothing started yet (a stop before the start left only its status)
             prov = {"started": now_iso(), "seed": seed, "task_version": task_version, "data_hash": data_hash,
                     "git": git_commit(), "versions": library_versions(), "host": platform.node(),
                     "resumed": []}
@@ -234,6 +236,10 @@ class RunRecord:
     def fail(self, reason: str) -> None:
         """Mark a run that stopped on an error: ``status: failed`` with the reason (a rerun resumes)."""
         self.update_provenance(status=STATUS_FAILED, failed=now_iso(), failure=reason)
+
+    def interrupt(self, reason: str) -> None:
+        """Mark a run stopped by the user (Ctrl-C, SIGTERM): ``status: interrupted`` (a rerun resumes)."""
+        self.update_provenance(status=STATUS_INTERRUPTED, interrupted=now_iso(), interruption=reason)
 
     @property
     def finished(self) -> bool:
