@@ -59,13 +59,17 @@ def finished_eval(rec: RunRecord) -> dict[str, Any]:
 
 
 def dry_run(cfg: RunConfig) -> int:
-    """Pre-flight without the machine check, then print what the backend would launch; trains nothing,
-    opens no record."""
+    """Pre-flight without the machine check, then print what would run (:mod:`harness.run_plan`: steps,
+    batch, beta per step, benchmarks, an expected time) and what the backend would launch; trains
+    nothing, opens no record."""
     try:
         plan = preflight(cfg, environment=False)
     except PreflightError as exc:
         print(f"mrbench run: {exc}", file=sys.stderr)
         return 2
+    from harness.run_plan import describe
+
+    print(describe(cfg, plan))
     print(plan.backend_class(cfg, plan.task, plan.algorithm).dry_run())
     return 0
 
