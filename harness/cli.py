@@ -1,6 +1,6 @@
 """The ``mrbench`` command.
 
-    mrbench list                                   registered tasks, algorithms, backends, evaluators
+    mrbench list                                   registered tasks, algorithms, backends, evaluators; models
     mrbench run [--config RECIPE] [--task T] [--algo A] [--model M] [--seed N] [--x.y VALUE ...] [--dry-run]
     mrbench run --help [--algo A]                  every config field (and algorithm A's parameters)
     mrbench config show [--config RECIPE] [overrides ...]   the resolved config as YAML (= config.json)
@@ -25,6 +25,8 @@ from mrbench_core.errors import DataError
 from mrbench_core.registry import RegistryError, UnknownNameError
 
 CONFIG_SHORTCUTS = ("task", "algo", "model", "seed", "backend")
+#: ``mrbench eval --model``: the default bound on a benchmark's estimated generation time
+DEFAULT_MAX_MINUTES = 60.0
 #: the exit status after Ctrl-C / SIGTERM (128 + SIGINT, as a shell reports it)
 INTERRUPTED_EXIT = 130
 
@@ -77,7 +79,23 @@ def registries() -> dict[str, list[tuple[str, str]]]:
     from tasks.registry import TASKS
 
     return {"tasks": TASKS.describe(), "algorithms": describe_algorithms(), "backends": BACKENDS.describe(),
-            "evaluators": EVALUATORS.describe()}
+            "evaluators": EVALUATORS.describe(), "models": describe_models()}
+
+
+def describe_models() -> list[tuple[str, str]]:
+    """The embedded models, the shipped recipes' models, and how any other name is read."""
+    from harness.config import RECIPES_DIR, load_recipe
+    from harness.models import EMBEDDED_MODELS, OTHER_MODELS
+
+    rows = list(EMBEDDED_MODELS)
+    by_model: dict[str, list[str]] = {}
+    for path in sorted(RECIPES_DIR.glob("*.yaml")):
+        name = (load_recipe(str(path)).get("model") or {}).get("name")
+        if name:
+            by_model.setdefault(name, []).append(path.stem)
+    rows += [(name, f"the {', '.join(recipes)} recipe's model, from the hub (not run by the tests here)")
+             for name, recipes in by_model.items()]
+    return rows + [("(anything else)", OTHER_MODELS)]
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -151,22 +169,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.format is not None and args.predictions is None:
         print("mrbench eval: --format names the format of a --predictions file", file=sys.stderr)
         return 2
+    if len(args.name) > 1 and args.model is None:
+        print("mrbench eval: several benchmarks need --model (a predictions file belongs to one benchmark)",
+              file=sys.stderr)
+        return 2
     if args.model is not None:
         from harness.generation import backend_generate
 
         generate = backend_generate(args.model, backend=args.backend, config=args.config)
     if len(args.name) > 1:
-        if args.model is None:
-            print("mrbench eval: several benchmarks need --model (a predictions file belongs to one benchmark)",
-                  file=sys.stderr)
-            return 2
+        def finished(name: str, result: dict[str, Any]) -> None:
+            print(f"{name}:\n{result.get('table', '')}\n{name} results -> {args.out}/{name}\n")
+
         summary = run_suite(args.name, out_dir=args.out, generate=generate, model=args.model, data_dir=args.data_dir,
-                            categories=args.categories, limit=args.limit, max_new_tokens=args.max_new_tokens)
-    else:
-        summary = run_eval(args.name[0], out_dir=args.out, predictions=args.predictions, generate=generate,
-                           model=args.model,
-                           data_dir=args.data_dir, categories=args.categories, limit=args.limit,
-                           max_new_tokens=args.max_new_tokens, predictions_format=args.format)
+                            categories=args.categories, limit=args.limit, max_new_tokens=args.max_new_tokens,
+                            max_minutes=args.max_minutes, on_result=finished)
+        if summary.get("average_table"):
+            print(summary["average_table"])
+        print(f"results -> {args.out} (suite.json: every summary and the averages)")
+        return 0
+    summary = run_eval(args.name[0], out_dir=args.out, predictions=args.predictions, generate=generate,
+                       model=args.model, data_dir=args.data_dir, categories=args.categories, limit=args.limit,
+                       max_new_tokens=args.max_new_tokens, predictions_format=args.format,
+                       max_minutes=args.max_minutes)
     if summary.get("predictions_format"):
         print(f"predictions read as {summary['predictions_format']}")
     for warning in summary.get("prediction_warnings", []):
@@ -244,7 +269,7 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     sub = parser.add_subparsers(dest="command", required=True)
     epilog = config_epilog(help_algorithm) if with_config_fields else None
 
-    sub.add_parser("list", help="registered tasks, algorithms, backends and evaluators")
+    sub.add_parser("list", help="registered tasks, algorithms, backends and evaluators, and the models")
 
     def config_command(parent: Any, name: str, help_text: str, description: str) -> argparse.ArgumentParser:
         """A command that takes a run config (--config, shortcuts, dotted overrides), listed in --help."""
@@ -264,15 +289,15 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
                           "(same benchmarks, held-out cases and decoding) into a base record, "
                           "ROOT/<task>/base/<model>/eval-<hash> (mrbench report's base row)")
     config = sub.add_parser("config", help="inspect run configs")
-    config_sub = config.add_subparsers(dest="config_command", required=True)
+    config_sub = config.add_subparsers(dest="config_command", required=True, help="show: the resolved config")
     config_command(config_sub, "show", "print the resolved run config as YAML (what config.json records)",
                    "Print the run config that mrbench run would use, resolved from the defaults, --config and the "
                    "overrides, as YAML: the content of the record's config.json, and a valid recipe.")
 
     score = sub.add_parser("score", help="score responses in a JSONL file with a task's verifiers")
-    score.add_argument("task")
+    score.add_argument("task", help="the task whose verifiers score the rows (mrbench list)")
     score.add_argument("--data", required=True, help="JSONL rows: the task's example fields plus 'response'")
-    score.add_argument("--out", required=True)
+    score.add_argument("--out", required=True, help="JSONL output: per row its rewards, verifier blocks and reasons")
     score.add_argument("--data-dir", help="dataset root the rows refer to (e.g. Spider's databases)")
 
     ev = sub.add_parser("eval", help="evaluate predictions (or a model) on a benchmark")
@@ -286,11 +311,22 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     ev.add_argument("--model", help="generate greedily with this model first, through the configured backend")
     ev.add_argument("--backend", help="backend that generates for --model (default: the config's, local)")
     ev.add_argument("--config", help="run recipe whose model and backend settings --model generation uses")
-    ev.add_argument("--out", required=True)
-    ev.add_argument("--data-dir")
-    ev.add_argument("--categories", nargs="+")
+    ev.add_argument("--out", required=True, help="output folder: results.jsonl, summary.json/.md, skipped.jsonl "
+                    "(and predictions.jsonl with --model); with several benchmarks, one folder per benchmark "
+                    "and suite.json")
+    ev.add_argument("--data-dir", help="the benchmark's data in its official layout: a dataset root holding "
+                    "spider/, bird/, ifeval/, ... or the benchmark's own folder (the README's Data section); "
+                    "default: the evaluator's own (ifollow-heldout needs none, bfcl-v4 uses bfcl-eval's data)")
+    ev.add_argument("--categories", nargs="+", metavar="C", help="only these categories of the benchmark "
+                    "(bfcl-v4: simple_python, multiple, parallel, live_simple, ...; an unknown one lists the "
+                    "known ones)")
     ev.add_argument("--limit", type=int, help="evaluate only the first N cases")
-    ev.add_argument("--max-new-tokens", type=int, default=None)
+    ev.add_argument("--max-new-tokens", type=int, default=None, help="longest generated response with --model "
+                    "(default: the benchmark's own, e.g. 1024 for text-to-SQL)")
+    ev.add_argument("--max-minutes", type=float, default=DEFAULT_MAX_MINUTES,
+                    help="with --model: estimate each benchmark's generation time on this machine first and "
+                         f"refuse to start one estimated to take longer (default {DEFAULT_MAX_MINUTES:g}; 0: no "
+                         "bound and no estimate)")
 
     lb = sub.add_parser("leaderboard", help="aggregate run records across seeds, one row per configuration",
                         description=_wrapped("One row per configuration, grouped as `mrbench report` groups them "

@@ -60,3 +60,12 @@ def test_missing_training_data_is_caught_before_any_model_loads(monkeypatch, cap
     assert "--task.data_dir" in err and "spider/train_spider.json" in err and "--data-dir" not in err.split(";")[0]
     assert cli.main(["run", "--task.data_dir", "/no/such/folder"]) == 2
     assert "/no/such/folder: no such file or folder" in capsys.readouterr().err
+
+
+def test_list_names_the_models(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    models = out[out.index("models:"):]
+    assert "smollm2-135m" in models and "tiny-random[-SEED]" in models and "(tested)" in models
+    assert "Qwen/Qwen2.5-1.5B-Instruct" in models and "toolcall-paper" in models
+    assert "any hub id" in models and "local directory" in models
