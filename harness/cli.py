@@ -8,7 +8,7 @@
     mrbench eval NAME (--predictions FILE [--format F] | --model M) --out DIR [--data-dir DIR] [--categories C ...]
     mrbench eval NAME NAME ... --model M --out DIR   (several benchmarks, with cross-benchmark averages)
     mrbench leaderboard [--root results] [--out FILE.md]
-    mrbench sweep GRID.yaml [--executor inline|local|ray] [--jobs N] [--address A] [--dry-run | --status]
+    mrbench sweep GRID.yaml [--executor inline|local|ray] [--jobs N] [--address A] [--root DIR] [--dry-run | --status]
     mrbench report --root DIR --out DIR [--baseline gdpo] [--threshold X] [--min-seeds 3]
     mrbench credit RECORD [--step N] --out PAGE.html       per-token credit page (or --model M --task T --data F)
     mrbench localize [--model M] [--task T] [--n 32] --out DIR   where each reward's replay distance falls
@@ -215,7 +215,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     return run_sweep(SweepOptions(grid=args.grid, executor=args.executor, jobs=args.jobs, address=args.address,
                                   retries=args.retries, only=args.only, dry_run=args.dry_run, status=args.status,
-                                  loggers=args.loggers))
+                                  loggers=args.loggers, root=args.root))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -349,6 +349,8 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     sw.add_argument("--retries", type=int, default=0, help="rerun a failed cell up to this many times")
     sw.add_argument("--loggers", metavar="NAMES", help="every cell also logs to these (tensorboard, wandb, mlflow; "
                     "comma-separated), one logger run per cell grouped by the sweep's name (docs/logging.md)")
+    sw.add_argument("--root", help="put the cells' records here instead of the grid's root (e.g. to rerun a grid "
+                    "whose committed records are finished: results/sweeps/NAME-rerun)")
     sw.add_argument("--only", nargs="+", metavar="GLOB", help="only the cells whose record path below the "
                     "root matches, e.g. 'ifollow/mrtpo/*'")
     mode = sw.add_mutually_exclusive_group()
