@@ -177,6 +177,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from harness.generation import backend_generate
 
         generate = backend_generate(args.model, backend=args.backend, config=args.config)
+        print(f"generating with {args.model}" + (f"; each benchmark's time is estimated first (--max-minutes "
+                                                 f"{args.max_minutes:g})" if args.max_minutes else ""))
     if len(args.name) > 1:
         def finished(name: str, result: dict[str, Any]) -> None:
             print(f"{name}:\n{result.get('table', '')}\n{name} results -> {args.out}/{name}\n")
