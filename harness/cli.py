@@ -76,26 +76,11 @@ def registries() -> dict[str, list[tuple[str, str]]]:
     from algorithms.registry import describe_algorithms
     from evals.registry import EVALUATORS
     from harness.backends import BACKENDS
+    from harness.models import describe_models
     from tasks.registry import TASKS
 
     return {"tasks": TASKS.describe(), "algorithms": describe_algorithms(), "backends": BACKENDS.describe(),
             "evaluators": EVALUATORS.describe(), "models": describe_models()}
-
-
-def describe_models() -> list[tuple[str, str]]:
-    """The embedded models, the shipped recipes' models, and how any other name is read."""
-    from harness.config import RECIPES_DIR, load_recipe
-    from harness.models import EMBEDDED_MODELS, OTHER_MODELS
-
-    rows = list(EMBEDDED_MODELS)
-    by_model: dict[str, list[str]] = {}
-    for path in sorted(RECIPES_DIR.glob("*.yaml")):
-        name = (load_recipe(str(path)).get("model") or {}).get("name")
-        if name:
-            by_model.setdefault(name, []).append(path.stem)
-    rows += [(name, f"the {', '.join(recipes)} recipe's model, from the hub (not run by the tests here)")
-             for name, recipes in by_model.items()]
-    return rows + [("(anything else)", OTHER_MODELS)]
 
 
 def cmd_list(args: argparse.Namespace) -> int:
