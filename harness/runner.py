@@ -110,11 +110,11 @@ def run(cfg: RunConfig) -> int:
             backend = plan.backend_class(cfg, plan.task, plan.algorithm)
             summary = backend.train(rec)
             evaluation = end_of_run_eval(plan, backend.generate, cfg)
-        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (the backend checkpointed where it could)
-            rec.interrupt(str(exc) or "KeyboardInterrupt")
-            raise
         except BaseException as exc:
-            rec.fail(f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, KeyboardInterrupt):  # Ctrl-C or SIGTERM (the backend checkpointed where it could)
+                rec.interrupt(str(exc) or "KeyboardInterrupt")
+            else:
+                rec.fail(f"{type(exc).__name__}: {exc}")
             if loggers:
                 loggers.close(None)
             raise

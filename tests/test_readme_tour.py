@@ -16,6 +16,7 @@ README's full form to the small one:
 | `mrbench eval ... --predictions F --data-dir data` (scores the whole set) | adds `--limit 100` |
 | `mrbench localize --n 32` | `--n 2 --max-new-tokens 8` |
 | `mrbench sweep GRID --root R` (reproducing the 9-cell reference: hours) | adds `--dry-run` (sweeps that run are tested in `test_sweep_run.py`) |
+| `NAME=value mrbench ...` | the setting goes into the environment, the command runs in this process |
 | a command reading `data/` without `MRBENCH_DATA_DIR` | skipped, and reported as skipped |
 """
 
@@ -38,6 +39,7 @@ TRAIN_SMALL = ["--schedule.steps", "2", "--sampling.prompts_per_step", "1", "--s
                "--sampling.max_new_tokens", "8", "--schedule.eval_limit", "1", "--schedule.eval_max_new_tokens", "8",
                "--optim.mini_batches", "1"]
 HUB_MODELS = ("Qwen/Qwen2.5-1.5B-Instruct",)
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")  # NAME=value before a command
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*$|<|>|\[|\]|\||\.\.\.")
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -71,8 +73,16 @@ def small_form(words: list[str], model: str) -> list[str]:
         if w in HUB_MODELS:
             w = "tiny-random"
         out.append(w.replace("smollm2-135m", model))
+    env = []
+    while out and ASSIGNMENT.match(out[0]):
+        env.append(out.pop(0))
     if out[:1] != ["mrbench"]:
-        return out
+        return env + out
+    out = _small_mrbench(out, model)
+    return env + out
+
+
+def _small_mrbench(out: list[str], model: str) -> list[str]:
     cmd = out[1] if len(out) > 1 else ""
     if cmd == "run" and not {"--dry-run", "--help"} & set(out):
         if "--model" not in out:
@@ -114,10 +124,15 @@ def clone_like(tmp: Path) -> Path:
     return work
 
 
-def run_command(words: list[str], raw: str, work: Path) -> int:
-    """Run one command in ``work``: mrbench and the demo writer in this process, others in a shell."""
+def run_command(words: list[str], raw: str, work: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Run one command in ``work``: mrbench and the demo writer in this process (after any leading
+    ``NAME=value`` settings, put in the environment), others in a shell."""
     from harness import cli
 
+    while len(words) > 1 and ASSIGNMENT.match(words[0]):
+        name, value = words[0].split("=", 1)
+        monkeypatch.setenv(name, value)
+        words = words[1:]
     if words[:1] == ["mrbench"]:
         try:
             return cli.main(words[1:])
@@ -144,7 +159,7 @@ def run_tour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str) -> lis
         if needs_data(words) and not DATA:
             skipped.append(raw)
             continue
-        code = run_command(words, raw, work)
+        code = run_command(words, raw, work, monkeypatch)
         assert code == 0, f"README tour: {' '.join(words)} exited {code}"
     return skipped
 

@@ -1,26 +1,37 @@
-"""``mrbench sweep grids/ifollow-smollm2.yaml`` over the committed reference records says there is
-nothing to run and how to rerun into a fresh root; ``--root`` puts the cells there."""
+"""A sweep whose every cell is already finished says there is nothing to run and how to rerun into
+a fresh root (the situation of ``grids/ifollow-smollm2.yaml`` over the committed reference records);
+``--root`` puts the cells there."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from sweep_fixtures import write_grid
+
 from harness import cli
 
 ROOT = Path(__file__).resolve().parent.parent
-GRID = ROOT / "grids" / "ifollow-smollm2.yaml"
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def test_the_reference_grid_says_it_has_nothing_to_run(monkeypatch, capsys):
-    monkeypatch.chdir(ROOT)
-    assert cli.main(["sweep", "grids/ifollow-smollm2.yaml", "--executor", "inline"]) == 0
+def test_a_finished_grid_says_it_has_nothing_to_run_and_how_to_rerun(tmp_path, capsys):
+    grid = write_grid(tmp_path, axes={"algo.name": ["gdpo"], "seed": [0]})
+    assert cli.main(["sweep", str(grid), "--executor", "inline"]) == 0
+    capsys.readouterr()
+    log = tmp_path / "tiny" / "sweep.json"
+    before = log.read_bytes() if log.exists() else None
+    assert cli.main(["sweep", str(grid), "--executor", "inline"]) == 0
     out = capsys.readouterr().out
-    assert "9 cells: 9 finished" in out
-    assert "nothing to run: every cell already has a finished record under results/reference/ifollow-smollm2" in out
-    assert "--root results/sweeps/ifollow-smollm2-rerun" in out
+    assert "1 cells: 1 finished" in out
+    assert f"nothing to run: every cell already has a finished record under {tmp_path / 'tiny'}" in out
+    assert "--root results/sweeps/tiny-rerun" in out
+    assert (log.read_bytes() if log.exists() else None) == before  # nothing written either
 
 
-def test_root_puts_the_cells_in_a_fresh_place(tmp_path, capsys):
-    assert cli.main(["sweep", str(GRID), "--root", str(tmp_path / "rerun"), "--dry-run"]) == 0
+def test_root_puts_the_cells_of_the_reference_grid_in_a_fresh_place(tmp_path, capsys):
+    grid = ROOT / "grids" / "ifollow-smollm2.yaml"
+    assert cli.main(["sweep", str(grid), "--root", str(tmp_path / "rerun"), "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 9 and all(line.startswith("pending") and str(tmp_path / "rerun") in line for line in lines)
