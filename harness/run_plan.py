@@ -89,12 +89,12 @@ def describe(cfg: Any, plan: Any) -> str:
 
     s, sch = cfg.sampling, cfg.schedule
     state, done = _record_state(cfg)
-    lines = [f"cell: task {cfg.task.name}, algorithm {cfg.algo.name}, model {cfg.model.name}, seed {cfg.seed}, "
-             f"backend {cfg.backend.name}",
+    lines = [(f"cell: task {cfg.task.name}, algorithm {cfg.algo.name}, model {cfg.model.name}, seed {cfg.seed}, "
+             f"backend {cfg.backend.name}"),
              f"record: {record_dir_for(cfg)} ({state})",
-             f"steps: {sch.steps}, each {s.prompts_per_step} prompts x {s.group_size} responses = "
+             (f"steps: {sch.steps}, each {s.prompts_per_step} prompts x {s.group_size} responses = "
              f"{s.prompts_per_step * s.group_size} responses of at most {s.max_new_tokens} tokens, "
-             f"{cfg.optim.mini_batches} update(s) per step"]
+             f"{cfg.optim.mini_batches} update(s) per step")]
     effective = getattr(plan.algorithm, "effective_beta", None)
     if effective is not None:
         betas = " ".join(f"{effective(n):.3g}" for n in range(min(sch.steps, 12)))

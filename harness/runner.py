@@ -14,7 +14,6 @@ from harness.loggers import open_loggers
 from harness.preflight import PreflightError, preflight
 from harness.records import RecordError, RunRecord, read_json
 
-
 #: a per-step list longer than this prints its first and last few values only
 LIST_SHOWN = 12
 

@@ -40,8 +40,8 @@ def test_ctrl_c_prints_one_line_and_marks_the_record_interrupted_then_resumes(tm
     assert main(_args(out)) == INTERRUPTED_EXIT
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("mrbench")]
-    assert lines == ["mrbench run: interrupted (SIGINT: checkpoint written after step 1; rerun the same command "
-                     "to resume)"]
+    assert lines == [("mrbench run: interrupted (SIGINT: checkpoint written after step 1; rerun the same command "
+                     "to resume)")]
     assert "Traceback" not in err
     prov = _status(out)
     assert prov["status"] == "interrupted" and "checkpoint written after step 1" in prov["interruption"]

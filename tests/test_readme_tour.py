@@ -54,7 +54,7 @@ def tour_section(text: str) -> str:
 def tour_commands(text: str) -> list[str]:
     """The shell commands of the tour's bash blocks, continuation lines joined, in order."""
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", tour_section(text), flags=re.S):
+    for block in re.findall(r"```bash\n(.*?)```", tour_section(text), flags=re.DOTALL):
         joined = re.sub(r"\\\n\s*", " ", block)
         commands += [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
     return commands

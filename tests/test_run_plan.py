@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from harness import cli
-from harness.run_plan import EVAL_S_PER_TOKEN, TRAIN_S_PER_TOKEN, expected_seconds, model_millions
 from harness.config import resolve
+from harness.run_plan import EVAL_S_PER_TOKEN, TRAIN_S_PER_TOKEN, expected_seconds, model_millions
 
 
 @pytest.mark.parametrize("name, millions", [
@@ -49,7 +49,7 @@ def test_dry_run_of_an_unknown_size_says_so(capsys):
 
 
 def test_missing_training_data_is_caught_before_any_model_loads(monkeypatch, capsys):
-    import harness.models as models
+    from harness import models
 
     def no_loading(*a, **k):
         raise AssertionError("a model was loaded")

@@ -50,12 +50,12 @@ def test_toolcall_demo_help_prints_help_and_writes_nothing(tmp_path):
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "tasks.toolcall.demo", "--help"], cwd=tmp_path,
+    out = subprocess.run([sys.executable, "-m", "tasks.toolcall.demo", "--help"], check=False, cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "OUT.jsonl" in out.stdout and "reference" in out.stdout
     assert list(tmp_path.iterdir()) == []  # no file named --help
-    bad = subprocess.run([sys.executable, "-m", "tasks.toolcall.demo", "x.jsonl", "dev"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run([sys.executable, "-m", "tasks.toolcall.demo", "x.jsonl", "dev"], check=False,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr and not (tmp_path / "x.jsonl").exists()
 
 
