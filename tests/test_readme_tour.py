@@ -15,7 +15,7 @@ README's full form to the small one:
 | `mrbench eval ... --model M --limit N --max-new-tokens N` | `--limit 2 --max-new-tokens 8` |
 | `mrbench eval ... --predictions F --data-dir data` (scores the whole set) | adds `--limit 100` |
 | `mrbench localize --n 32` | `--n 2 --max-new-tokens 8` |
-| `mrbench sweep GRID --root R` (reproducing the 9-cell reference: hours) | adds `--dry-run` (sweeps that run are tested in `test_sweep_run.py`) |
+| `mrbench sweep GRID --root R` (reproducing the reference grid: hours) | adds `--dry-run` (sweeps that run are tested in `test_sweep_run.py`) |
 | `NAME=value mrbench ...` | the setting goes into the environment, the command runs in this process |
 | a command reading `data/` without `MRBENCH_DATA_DIR` | skipped, and reported as skipped |
 """
