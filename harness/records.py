@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.config import RunConfig, model_slug
+from harness.config import ConfigError, RunConfig, from_dict, model_slug
 from mrbench_core.errors import DataError
 from mrbench_core.jsonio import atomic_write_json, atomic_write_text, iter_jsonl
 
@@ -101,8 +101,14 @@ EXECUTION_FIELDS = (("backend", "local", "threads"), ("output", "loggers"), ("ou
 
 
 def config_identity(config: dict[str, Any]) -> dict[str, Any]:
-    """A config dict (``RunConfig.to_dict()`` or ``config.json``) without :data:`EXECUTION_FIELDS`."""
-    out = json.loads(json.dumps(config))
+    """A config dict (``RunConfig.to_dict()`` or ``config.json``) without :data:`EXECUTION_FIELDS`,
+    with every field the dict lacks at its default: a record written before a field existed (the
+    committed reference records) matches a config that leaves that field at its default. A dict
+    that no longer builds a config (a field since removed) is compared as it is."""
+    try:
+        out = json.loads(from_dict(json.loads(json.dumps(config))).to_json())
+    except (ConfigError, TypeError, ValueError):
+        out = json.loads(json.dumps(config))
     for path in EXECUTION_FIELDS:
         node = out
         for part in path[:-1]:
