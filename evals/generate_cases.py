@@ -4,9 +4,10 @@
 length (longest first, so the estimate on the bar errs long early on rather than short) and
 advances a progress bar per case, with tqdm's rate and time left.
 
-:func:`estimate` measures this machine before a benchmark starts: it generates 1 token, then
-``1 + PROBE_TOKENS`` tokens, for the batch of the longest prompts, and takes the difference as
-the cost of one decoding step of a batch. The estimate for the benchmark is then
+:func:`estimate` measures this machine before a benchmark starts: after one untimed token for
+one case (which loads the model), it generates 1 token, then ``1 + PROBE_TOKENS`` tokens, for the
+batch of the longest prompts, and takes the difference as the cost of one decoding step of a
+batch. The estimate for the benchmark is then
 
     batches x (time of the 1-token pass + max_new_tokens x seconds per decoding step)
 
@@ -109,6 +110,7 @@ def estimate(name: str, generate: Generate, cases: Sequence[EvalCase], max_new_t
     if not todo:
         return Estimate(name, 0, max_new_tokens, 0.0, 0.0)
     probe = batches(todo)[0]
+    run(generate, probe[:1], 1, progress=False)  # untimed: loads the model (a backend loads it on first use)
     t0 = time.perf_counter()
     run(generate, probe, 1, progress=False)
     t1 = time.perf_counter()

@@ -50,7 +50,7 @@ def test_estimate_from_two_probes_by_hand(monkeypatch):
     e = gc.estimate("bench", model, _cases(20), 1000)
     assert e.first_token_s == pytest.approx(0.6) and e.step_s == pytest.approx(0.1)
     assert e.seconds == pytest.approx(math.ceil(20 / 8) * (0.6 + 1000 * 0.1))
-    assert [n for _, n in model.calls] == [1, 1 + gc.PROBE_TOKENS]
+    assert [(len(b), n) for b, n in model.calls] == [(1, 1), (8, 1), (8, 1 + gc.PROBE_TOKENS)]  # load, then time
     assert "bench: 20 cases of up to 1000 tokens, about 5.0 min on this machine" in e.describe()
 
 
