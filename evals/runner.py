@@ -11,6 +11,11 @@ detected (or named with ``predictions_format``) and recorded in the summary. A f
 predictions matches a case is refused (:mod:`evals.prediction_match`); otherwise a case with no
 prediction is scored as the evaluator scores a missing response, and the summary counts those
 cases and the predictions that matched no case (``prediction_warnings`` says which).
+
+With a model, generation is batched with a progress bar per case (:mod:`evals.generate_cases`),
+and ``max_minutes`` refuses, before anything is generated, a benchmark whose generation is
+estimated on this machine to take longer; several benchmarks are all costed before the first
+starts, and each one's result is reported as it finishes (``run_suite(on_result=...)``).
 """
 
 from __future__ import annotations
@@ -22,14 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from evals.base import EvalCase, Evaluator
+from evals.generate_cases import Estimate, Generate, estimate, generate_for_cases
 from evals.prediction_formats import FORMATS, read_prediction_file
 from evals.prediction_match import MatchResult, match_predictions, match_warnings, require_a_match
 from evals.registry import make_evaluator
 from mrbench_core.jsonio import atomic_write_json, atomic_write_text
-
-#: how responses are generated for ``--model``: (chat messages per case, max new tokens) -> texts,
-#: greedy; the harness builds one from the configured backend
-Generate = Callable[[list[list[dict[str, str]]], int], list[str]]
 
 
 def read_predictions(path: str | Path, cases: Sequence[EvalCase], evaluator: Evaluator,
@@ -48,12 +50,36 @@ def read_predictions(path: str | Path, cases: Sequence[EvalCase], evaluator: Eva
     return file.format, matched
 
 
-def generate_for_cases(generate: Generate, cases: Sequence[EvalCase], max_new_tokens: int) -> dict[str, str]:
-    """Responses for the cases that can be scored (a case with ``meta['skip_reason']``, e.g. a
-    question on a missing database, is not generated for: it will be reported as skipped)."""
-    todo = [c for c in cases if not c.meta.get("skip_reason")]
-    texts = generate([c.messages for c in todo], max_new_tokens)
-    return {c.id: t for c, t in zip(todo, texts)}
+class OverBudget(ValueError):
+    """A benchmark whose estimated generation time exceeds ``max_minutes``; nothing was started."""
+
+
+def load_cases(name: str, *, data_dir: str | None = None, categories: Sequence[str] | None = None,
+               limit: int | None = None) -> tuple[Evaluator, list[EvalCase]]:
+    evaluator = make_evaluator(name)
+    cases = evaluator.cases(data_dir=data_dir, categories=categories)
+    return evaluator, (cases[:limit] if limit is not None else cases)
+
+
+def check_budget(planned: Sequence[tuple[str, Evaluator, list[EvalCase]]], generate: Generate,
+                 max_new_tokens: int | None, max_minutes: float | None,
+                 say: Callable[[str], None] | None = print) -> list[Estimate]:
+    """Estimate each benchmark's generation time on this machine (:func:`evals.generate_cases.estimate`),
+    say it, and raise :class:`OverBudget` naming every benchmark above ``max_minutes`` (None or 0:
+    no bound, no estimate)."""
+    if not max_minutes:
+        return []
+    found = [estimate(name, generate, cases, max_new_tokens or ev.max_new_tokens, generate_cases=generate_for_cases)
+             for name, ev, cases in planned]
+    for e in found:
+        if say is not None:
+            say(f"estimate: {e.describe()}")
+    over = [e for e in found if e.seconds > max_minutes * 60]
+    if over:
+        raise OverBudget("; ".join(e.describe() for e in over) + f": more than --max-minutes {max_minutes:g}; raise "
+                         f"--max-minutes, or evaluate fewer cases (--limit N) or shorter responses "
+                         f"(--max-new-tokens N)")
+    return found
 
 
 def benchmark_results(benchmarks: Mapping[str, str | None], generate: Generate, *, limit: int | None = None,
@@ -70,7 +96,7 @@ def benchmark_results(benchmarks: Mapping[str, str | None], generate: Generate, 
             results[name] = {"error": str(exc)}
             continue
         cases = cases[:limit] if limit is not None else cases
-        responses = generate_for_cases(generate, cases, max_new_tokens or evaluator.max_new_tokens)
+        responses = generate_for_cases(generate, cases, max_new_tokens or evaluator.max_new_tokens, desc=name)
         report = evaluator.score(cases, responses)
         results[name] = {"summary": report.summary, "table": report.table, "cases": len(cases),
                          "skipped": len(report.skipped)}
@@ -83,12 +109,14 @@ def benchmark_results(benchmarks: Mapping[str, str | None], generate: Generate, 
 def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, generate: Generate | None = None,
              model: str | None = None, data_dir: str | None = None, categories: Sequence[str] | None = None,
              limit: int | None = None, max_new_tokens: int | None = None,
-             predictions_format: str | None = None) -> dict[str, Any]:
-    """One benchmark from a predictions file, or from ``generate`` (``model`` names it in the summary)."""
-    evaluator = make_evaluator(name)
-    cases = evaluator.cases(data_dir=data_dir, categories=categories)
-    if limit is not None:
-        cases = cases[:limit]
+             predictions_format: str | None = None, max_minutes: float | None = None,
+             loaded: tuple[Evaluator, list[EvalCase]] | None = None) -> dict[str, Any]:
+    """One benchmark from a predictions file, or from ``generate`` (``model`` names it in the summary;
+    ``max_minutes``: refuse, before generating, a benchmark estimated to take longer; ``loaded``:
+    the evaluator and cases when already loaded)."""
+    evaluator, cases = loaded or load_cases(name, data_dir=data_dir, categories=categories, limit=limit)
+    if predictions is None and generate is not None and loaded is None:
+        check_budget([(name, evaluator, cases)], generate, max_new_tokens, max_minutes)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     matched = MatchResult()
@@ -100,7 +128,7 @@ def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, 
     else:
         if generate is None:
             raise ValueError("run_eval needs a predictions file or a generate function")
-        responses = generate_for_cases(generate, cases, max_new_tokens or evaluator.max_new_tokens)
+        responses = generate_for_cases(generate, cases, max_new_tokens or evaluator.max_new_tokens, desc=name)
         atomic_write_text(out / "predictions.jsonl", "".join(
             json.dumps({"id": cid, "response": text}, ensure_ascii=False) + "\n" for cid, text in responses.items()))
     t_gen = time.time() - t0
@@ -144,17 +172,33 @@ def suite_averages(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def run_suite(names: Sequence[str], *, out_dir: str | Path, generate: Generate, **kwargs: Any) -> dict[str, Any]:
+def run_suite(names: Sequence[str], *, out_dir: str | Path, generate: Generate,
+              on_result: Callable[[str, dict[str, Any]], None] | None = None, max_minutes: float | None = None,
+              data_dir: str | None = None, categories: Sequence[str] | None = None, limit: int | None = None,
+              max_new_tokens: int | None = None, **kwargs: Any) -> dict[str, Any]:
     """Several benchmarks with one model: each into ``out_dir/<name>/``, plus ``suite.json`` with
-    every summary and the cross-benchmark averages."""
-    summaries = {name: run_eval(name, out_dir=Path(out_dir) / name, generate=generate, **kwargs) for name in names}
+    every summary and the cross-benchmark averages. Every benchmark is loaded and costed
+    (``max_minutes``) before the first starts; ``on_result(name, summary)`` is called as each ends."""
+    planned = [(name, *load_cases(name, data_dir=data_dir, categories=categories, limit=limit)) for name in names]
+    check_budget(planned, generate, max_new_tokens, max_minutes)
+    summaries: dict[str, dict[str, Any]] = {}
+    for i, (name, evaluator, cases) in enumerate(planned, start=1):
+        print(f"benchmark {i}/{len(planned)}: {name} ({len(cases)} cases)")
+        summaries[name] = run_eval(name, out_dir=Path(out_dir) / name, generate=generate, data_dir=data_dir,
+                                   categories=categories, limit=limit, max_new_tokens=max_new_tokens,
+                                   loaded=(evaluator, cases), **kwargs)
+        if on_result is not None:
+            on_result(name, summaries[name])
     suite = {"benchmarks": {n: {k: v for k, v in s.items() if k != "table"} for n, s in summaries.items()},
              **suite_averages(summaries)}
     atomic_write_json(Path(out_dir) / "suite.json", suite)
     tables = [summaries[n]["table"] for n in names]
+    average = ""
     if "text2sql_paper_average" in suite:
         avg = suite["text2sql_paper_average"]
-        tables.append(f"text-to-SQL paper average over {', '.join(avg['benchmarks'])}: {avg['average']:.4f}"
-                      + (f" (missing: {', '.join(avg['missing'])})" if avg["missing"] else ""))
+        average = (f"text-to-SQL paper average over {', '.join(avg['benchmarks'])}: {avg['average']:.4f}"
+                   + (f" (missing: {', '.join(avg['missing'])})" if avg["missing"] else ""))
+        tables.append(average)
     suite["table"] = "\n\n".join(tables)
+    suite["average_table"] = average
     return suite

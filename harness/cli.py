@@ -1,6 +1,6 @@
 """The ``mrbench`` command.
 
-    mrbench list                                   registered tasks, algorithms, backends, evaluators
+    mrbench list                                   registered tasks, algorithms, backends, evaluators; models
     mrbench run [--config RECIPE] [--task T] [--algo A] [--model M] [--seed N] [--x.y VALUE ...] [--dry-run]
     mrbench run --help [--algo A]                  every config field (and algorithm A's parameters)
     mrbench config show [--config RECIPE] [overrides ...]   the resolved config as YAML (= config.json)
@@ -8,7 +8,7 @@
     mrbench eval NAME (--predictions FILE [--format F] | --model M) --out DIR [--data-dir DIR] [--categories C ...]
     mrbench eval NAME NAME ... --model M --out DIR   (several benchmarks, with cross-benchmark averages)
     mrbench leaderboard [--root results] [--out FILE.md]
-    mrbench sweep GRID.yaml [--executor inline|local|ray] [--jobs N] [--address A] [--dry-run | --status]
+    mrbench sweep GRID.yaml [--executor inline|local|ray] [--jobs N] [--address A] [--root DIR] [--dry-run | --status]
     mrbench report --root DIR --out DIR [--baseline gdpo] [--threshold X] [--min-seeds 3]
     mrbench credit RECORD [--step N] --out PAGE.html       per-token credit page (or --model M --task T --data F)
     mrbench localize [--model M] [--task T] [--n 32] --out DIR   where each reward's replay distance falls
@@ -25,6 +25,10 @@ from mrbench_core.errors import DataError
 from mrbench_core.registry import RegistryError, UnknownNameError
 
 CONFIG_SHORTCUTS = ("task", "algo", "model", "seed", "backend")
+#: ``mrbench eval --model``: the default bound on a benchmark's estimated generation time
+DEFAULT_MAX_MINUTES = 60.0
+#: the exit status after Ctrl-C / SIGTERM (128 + SIGINT, as a shell reports it)
+INTERRUPTED_EXIT = 130
 
 
 def _split_overrides(extra: Sequence[str], command: str = "run") -> list[tuple[str, str]]:
@@ -72,10 +76,11 @@ def registries() -> dict[str, list[tuple[str, str]]]:
     from algorithms.registry import describe_algorithms
     from evals.registry import EVALUATORS
     from harness.backends import BACKENDS
+    from harness.models import describe_models
     from tasks.registry import TASKS
 
     return {"tasks": TASKS.describe(), "algorithms": describe_algorithms(), "backends": BACKENDS.describe(),
-            "evaluators": EVALUATORS.describe()}
+            "evaluators": EVALUATORS.describe(), "models": describe_models()}
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -133,6 +138,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     for warning in scored.warnings():
         print(f"mrbench score: warning: {warning}", file=sys.stderr)
     print(f"scored {scored.rows} rows -> {args.out}")
+    table = scored.table()
+    if table:
+        print(table)
     return 0
 
 
@@ -146,22 +154,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.format is not None and args.predictions is None:
         print("mrbench eval: --format names the format of a --predictions file", file=sys.stderr)
         return 2
+    if len(args.name) > 1 and args.model is None:
+        print("mrbench eval: several benchmarks need --model (a predictions file belongs to one benchmark)",
+              file=sys.stderr)
+        return 2
     if args.model is not None:
         from harness.generation import backend_generate
 
         generate = backend_generate(args.model, backend=args.backend, config=args.config)
+        print(f"generating with {args.model}" + (f"; each benchmark's time is estimated first (--max-minutes "
+                                                 f"{args.max_minutes:g})" if args.max_minutes else ""))
     if len(args.name) > 1:
-        if args.model is None:
-            print("mrbench eval: several benchmarks need --model (a predictions file belongs to one benchmark)",
-                  file=sys.stderr)
-            return 2
+        def finished(name: str, result: dict[str, Any]) -> None:
+            print(f"{name}:\n{result.get('table', '')}\n{name} results -> {args.out}/{name}\n")
+
         summary = run_suite(args.name, out_dir=args.out, generate=generate, model=args.model, data_dir=args.data_dir,
-                            categories=args.categories, limit=args.limit, max_new_tokens=args.max_new_tokens)
-    else:
-        summary = run_eval(args.name[0], out_dir=args.out, predictions=args.predictions, generate=generate,
-                           model=args.model,
-                           data_dir=args.data_dir, categories=args.categories, limit=args.limit,
-                           max_new_tokens=args.max_new_tokens, predictions_format=args.format)
+                            categories=args.categories, limit=args.limit, max_new_tokens=args.max_new_tokens,
+                            max_minutes=args.max_minutes, on_result=finished)
+        if summary.get("average_table"):
+            print(summary["average_table"])
+        print(f"results -> {args.out} (suite.json: every summary and the averages)")
+        return 0
+    summary = run_eval(args.name[0], out_dir=args.out, predictions=args.predictions, generate=generate,
+                       model=args.model, data_dir=args.data_dir, categories=args.categories, limit=args.limit,
+                       max_new_tokens=args.max_new_tokens, predictions_format=args.format,
+                       max_minutes=args.max_minutes)
     if summary.get("predictions_format"):
         print(f"predictions read as {summary['predictions_format']}")
     for warning in summary.get("prediction_warnings", []):
@@ -185,7 +202,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     return run_sweep(SweepOptions(grid=args.grid, executor=args.executor, jobs=args.jobs, address=args.address,
                                   retries=args.retries, only=args.only, dry_run=args.dry_run, status=args.status,
-                                  loggers=args.loggers))
+                                  loggers=args.loggers, root=args.root))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -239,7 +256,7 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     sub = parser.add_subparsers(dest="command", required=True)
     epilog = config_epilog(help_algorithm) if with_config_fields else None
 
-    sub.add_parser("list", help="registered tasks, algorithms, backends and evaluators")
+    sub.add_parser("list", help="registered tasks, algorithms, backends and evaluators, and the models")
 
     def config_command(parent: Any, name: str, help_text: str, description: str) -> argparse.ArgumentParser:
         """A command that takes a run config (--config, shortcuts, dotted overrides), listed in --help."""
@@ -259,15 +276,15 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
                           "(same benchmarks, held-out cases and decoding) into a base record, "
                           "ROOT/<task>/base/<model>/eval-<hash> (mrbench report's base row)")
     config = sub.add_parser("config", help="inspect run configs")
-    config_sub = config.add_subparsers(dest="config_command", required=True)
+    config_sub = config.add_subparsers(dest="config_command", required=True, help="show: the resolved config")
     config_command(config_sub, "show", "print the resolved run config as YAML (what config.json records)",
                    "Print the run config that mrbench run would use, resolved from the defaults, --config and the "
                    "overrides, as YAML: the content of the record's config.json, and a valid recipe.")
 
     score = sub.add_parser("score", help="score responses in a JSONL file with a task's verifiers")
-    score.add_argument("task")
+    score.add_argument("task", help="the task whose verifiers score the rows (mrbench list)")
     score.add_argument("--data", required=True, help="JSONL rows: the task's example fields plus 'response'")
-    score.add_argument("--out", required=True)
+    score.add_argument("--out", required=True, help="JSONL output: per row its rewards, verifier blocks and reasons")
     score.add_argument("--data-dir", help="dataset root the rows refer to (e.g. Spider's databases)")
 
     ev = sub.add_parser("eval", help="evaluate predictions (or a model) on a benchmark")
@@ -281,11 +298,22 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     ev.add_argument("--model", help="generate greedily with this model first, through the configured backend")
     ev.add_argument("--backend", help="backend that generates for --model (default: the config's, local)")
     ev.add_argument("--config", help="run recipe whose model and backend settings --model generation uses")
-    ev.add_argument("--out", required=True)
-    ev.add_argument("--data-dir")
-    ev.add_argument("--categories", nargs="+")
+    ev.add_argument("--out", required=True, help="output folder: results.jsonl, summary.json/.md, skipped.jsonl "
+                    "(and predictions.jsonl with --model); with several benchmarks, one folder per benchmark "
+                    "and suite.json")
+    ev.add_argument("--data-dir", help="the benchmark's data in its official layout: a dataset root holding "
+                    "spider/, bird/, ifeval/, ... or the benchmark's own folder (the README's Data section); "
+                    "default: the evaluator's own (ifollow-heldout needs none, bfcl-v4 uses bfcl-eval's data)")
+    ev.add_argument("--categories", nargs="+", metavar="C", help="only these categories of the benchmark "
+                    "(bfcl-v4: simple_python, multiple, parallel, live_simple, ...; an unknown one lists the "
+                    "known ones)")
     ev.add_argument("--limit", type=int, help="evaluate only the first N cases")
-    ev.add_argument("--max-new-tokens", type=int, default=None)
+    ev.add_argument("--max-new-tokens", type=int, default=None, help="longest generated response with --model "
+                    "(default: the benchmark's own, e.g. 1024 for text-to-SQL)")
+    ev.add_argument("--max-minutes", type=float, default=DEFAULT_MAX_MINUTES,
+                    help="with --model: estimate each benchmark's generation time on this machine first and "
+                         f"refuse to start one estimated to take longer (default {DEFAULT_MAX_MINUTES:g}; 0: no "
+                         "bound and no estimate)")
 
     lb = sub.add_parser("leaderboard", help="aggregate run records across seeds, one row per configuration",
                         description=_wrapped("One row per configuration, grouped as `mrbench report` groups them "
@@ -308,6 +336,8 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     sw.add_argument("--retries", type=int, default=0, help="rerun a failed cell up to this many times")
     sw.add_argument("--loggers", metavar="NAMES", help="every cell also logs to these (tensorboard, wandb, mlflow; "
                     "comma-separated), one logger run per cell grouped by the sweep's name (docs/logging.md)")
+    sw.add_argument("--root", help="put the cells' records here instead of the grid's root (e.g. to rerun a grid "
+                    "whose committed records are finished: results/sweeps/NAME-rerun)")
     sw.add_argument("--only", nargs="+", metavar="GLOB", help="only the cells whose record path below the "
                     "root matches, e.g. 'ifollow/mrtpo/*'")
     mode = sw.add_mutually_exclusive_group()
@@ -377,6 +407,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as exc:  # an optional dependency a command needs (ray, matplotlib)
         print(f"mrbench {args.command}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: one line, no traceback
+        why = str(exc)
+        resume = "" if "resume" in why or args.command != "run" else "; rerun the same command to resume"
+        print(f"\nmrbench {args.command}: interrupted" + (f" ({why})" if why else "") + resume, file=sys.stderr)
+        return INTERRUPTED_EXIT
     return 1
 
 

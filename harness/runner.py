@@ -12,12 +12,21 @@ from evals.runner import benchmark_results
 from harness.config import RunConfig
 from harness.loggers import open_loggers
 from harness.preflight import PreflightError, preflight
-from harness.records import RecordError, RunRecord
+from harness.records import RecordError, RunRecord, read_json
+
+#: a per-step list longer than this prints its first and last few values only
+LIST_SHOWN = 12
 
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.4g}"
+    if isinstance(value, list):
+        shown = [_fmt(v) for v in value]
+        if len(shown) > LIST_SHOWN:
+            half = LIST_SHOWN // 2
+            shown = shown[:half] + [f"... ({len(value) - 2 * half} more)"] + shown[-half:]
+        return " ".join(shown)
     return str(value)
 
 
@@ -37,14 +46,29 @@ def print_summary(rec: RunRecord, summary: dict[str, Any], eval_results: dict[st
             print("    " + res["table"].replace("\n", "\n    "))
 
 
+def finished_eval(rec: RunRecord) -> dict[str, Any]:
+    """The end-of-run benchmark results a finished record holds (``eval.json``), or none."""
+    path = rec.path / "eval.json"
+    if not path.exists():
+        return {}
+    try:
+        return read_json(path).get("benchmarks", {})
+    except RecordError:
+        return {}
+
+
 def dry_run(cfg: RunConfig) -> int:
-    """Pre-flight without the machine check, then print what the backend would launch; trains nothing,
-    opens no record."""
+    """Pre-flight without the machine check, then print what would run (:mod:`harness.run_plan`: steps,
+    batch, beta per step, benchmarks, an expected time) and what the backend would launch; trains
+    nothing, opens no record."""
     try:
         plan = preflight(cfg, environment=False)
     except PreflightError as exc:
         print(f"mrbench run: {exc}", file=sys.stderr)
         return 2
+    from harness.run_plan import describe
+
+    print(describe(cfg, plan))
     print(plan.backend_class(cfg, plan.task, plan.algorithm).dry_run())
     return 0
 
@@ -60,7 +84,10 @@ def end_of_run_eval(plan: Any, generate: Any, cfg: RunConfig) -> dict[str, Any]:
 
 def run(cfg: RunConfig) -> int:
     """Pre-flight, open the record, train, evaluate, finish. A run that stops on an error leaves
-    its record marked ``failed`` with the reason (rerunning the command resumes it)."""
+    its record marked ``failed`` with the reason; one stopped by Ctrl-C or SIGTERM leaves it
+    ``interrupted`` and re-raises the KeyboardInterrupt (the command prints one line; a sweep stops).
+    Rerunning the command resumes either. A finished record is not rerun: its summary and
+    evaluation are printed again."""
     try:
         plan = preflight(cfg)
     except PreflightError as exc:
@@ -74,7 +101,7 @@ def run(cfg: RunConfig) -> int:
     try:
         if rec.finished:
             print(f"{rec.path}: this run already finished; not rerunning (remove the directory to start over)")
-            print_summary(rec, rec.provenance().get("summary", {}))
+            print_summary(rec, rec.provenance().get("summary", {}), finished_eval(rec))
             return 0
         t0 = time.time()
         loggers = open_loggers(cfg, rec)  # --output.loggers: every metrics row, benchmarks at the end
@@ -83,7 +110,10 @@ def run(cfg: RunConfig) -> int:
             summary = backend.train(rec)
             evaluation = end_of_run_eval(plan, backend.generate, cfg)
         except BaseException as exc:
-            rec.fail(f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, KeyboardInterrupt):  # Ctrl-C or SIGTERM (the backend checkpointed where it could)
+                rec.interrupt(str(exc) or "KeyboardInterrupt")
+            else:
+                rec.fail(f"{type(exc).__name__}: {exc}")
             if loggers:
                 loggers.close(None)
             raise

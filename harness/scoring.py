@@ -8,6 +8,8 @@ example's order), ``rewards`` (name -> value; null where the reward does not app
 A file with no rows, or none that could be scored (a null response, or a reward that could not
 be computed, such as execution on a missing database), is a DataError after the output is
 written; when only some rows are like that, :meth:`ScoredFile.warnings` says how many.
+:meth:`ScoredFile.table` gives each reward's mean over the rows it applies to (rewards named per
+example, like instruction following's constraints, averaged by the task's ``reward_family``).
 """
 
 from __future__ import annotations
@@ -60,6 +62,27 @@ class ScoredFile:
     usable: int = 0
     no_response: list[str] = field(default_factory=list)  # "row 3" per row whose response is null
     unscored: list[str] = field(default_factory=list)  # "row 3: execution: <reason>" per reward not computed
+    sums: dict[str, list[float]] = field(default_factory=dict)  # reward (family) -> [sum, rows]
+
+    def add(self, name: str, value: float | None) -> None:
+        if value is not None:
+            entry = self.sums.setdefault(name, [0.0, 0])
+            entry[0] += float(value)
+            entry[1] += 1
+
+    def means(self) -> dict[str, tuple[float, int]]:
+        """Reward (family) -> (mean over the rows where it applies, how many rows)."""
+        return {name: (total / n, int(n)) for name, (total, n) in sorted(self.sums.items()) if n}
+
+    def table(self) -> str:
+        """The per-reward means as a Markdown table."""
+        means = self.means()
+        if not means:
+            return ""
+        width = max(len("reward"), *(len(n) for n in means))
+        lines = [f"| {'reward'.ljust(width)} |   mean | rows |", f"|{'-' * (width + 2)}|-------:|-----:|"]
+        lines += [f"| {name.ljust(width)} | {mean:6.3f} | {n:4d} |" for name, (mean, n) in means.items()]
+        return "\n".join(lines)
 
     def warnings(self) -> list[str]:
         out = []
@@ -81,12 +104,15 @@ def _reward_not_computed(scored: dict[str, Any]) -> str | None:
 
 def score_file(task_name: str, data: str, out: str, *, data_dir: str | None = None) -> ScoredFile:
     task = make_task(task_name)
+    family = getattr(task, "reward_family", None) or (lambda name: name)
     lines = []
     result = ScoredFile()
     for lineno, row in iter_jsonl(data):
         scored = score_row(task, row, where=str(data), lineno=lineno, data_dir=data_dir)
         lines.append(json.dumps(scored, ensure_ascii=False, default=str))
         result.rows += 1
+        for name in scored["reward_names"]:
+            result.add(family(name), scored["rewards"][name])
         why = _reward_not_computed(scored)
         if row.get("response") is None:
             result.no_response.append(f"row {lineno}")

@@ -18,6 +18,7 @@ import copy
 import hashlib
 import json
 import math
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -139,6 +140,14 @@ class Task(ABC):
     def use_tokenizer(self, tokenizer: Any) -> None:
         """The policy's tokenizer, given by the backend before :meth:`load` so that a task that
         filters prompts by length counts tokens exactly (default: not needed)."""
+
+    def data_problem(self, split: str, data_dir: str | None) -> str | None:
+        """Why :meth:`load` would find no data for ``split`` in ``data_dir``, told without reading
+        the data (``mrbench run`` checks it before any model loads); None when nothing is missing
+        (default: a ``data_dir`` that is neither a hub name nor an existing path)."""
+        if data_dir and ":" not in str(data_dir) and not os.path.exists(data_dir):
+            return f"{data_dir}: no such file or folder"
+        return None
 
     @abstractmethod
     def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,

@@ -1,5 +1,7 @@
-"""The credit page in a real headless browser (Debian's ``chromium``): tokens and controls render, and
-choosing another reward (the control writes it into the URL fragment) changes the colouring."""
+"""The credit page in a real headless browser (Debian's ``chromium``): tokens and controls render,
+choosing another reward (the control writes it into the URL fragment) changes the colouring, the
+default view opens on the first replayed reward, replayed rewards are marked, and each group's
+prompt is shown (old rows without one still render)."""
 
 from __future__ import annotations
 
@@ -29,8 +31,12 @@ class _Dom(HTMLParser):
         super().__init__()
         self.tokens: list[tuple[str, str]] = []
         self.options: list[str] = []
+        self.replayed_options: list[str] = []
+        self.chips: list[str] = []
+        self.prompts: list[str] = []
         self.selected = None
         self.text: list[str] = []
+        self._in_prompt = False
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -38,12 +44,25 @@ class _Dom(HTMLParser):
             self.selected = a.get("data-selected")
         if tag == "option":
             self.options.append(a.get("value", ""))
+            if a.get("data-replayed") == "1":
+                self.replayed_options.append(a.get("value", ""))
+        if tag == "button":
+            self.chips.append(a.get("class", ""))
+        if tag == "div" and "prompt" in (a.get("class") or "").split():
+            self._in_prompt = True
+            self.prompts.append("")
         if tag == "span" and "tok" in (a.get("class") or "").split():
             style = dict(part.split(":", 1) for part in (a.get("style") or "").split(";") if ":" in part)
             self.tokens.append((a.get("class", ""), style.get("background-color", "").strip()))
 
+    def handle_endtag(self, tag):
+        if tag == "div":
+            self._in_prompt = False
+
     def handle_data(self, data):
         self.text.append(data)
+        if self._in_prompt:
+            self.prompts[-1] += data
 
 
 def render(page: Path, fragment: str, profile: Path) -> _Dom:
@@ -82,6 +101,31 @@ def test_switching_rewards_recolours_the_tokens(tmp_path):
     assert "alpha ok" in "".join(alpha.text) and "beta failed" in "".join(beta.text)
 
 
+def test_default_view_opens_on_the_first_replayed_reward_and_shows_the_prompt(tmp_path):
+    first = _row([0.0, 0.1, 0.8, 0.1], [0.6, 0.0, 0.0, 0.3], [[2, 3]])
+    first["rewards"][0]["q"] = None  # alpha was not replayed: its view would show no shading
+    first["prompt"] = "Write two words. Use no comma."
+    second = dict(first, index=1)  # a group's later rows carry no prompt
+    second.pop("prompt")
+    page = write_page([first, second], tmp_path / "p.html", "t")
+    dom = render(page, "", tmp_path / "profile")
+    assert dom.selected == "beta"
+    assert dom.replayed_options == ["beta"]
+    assert sum("replayed" in c.split() for c in dom.chips) == 2 and len(dom.chips) == 4
+    assert dom.prompts == ["Write two words. Use no comma."]  # one header for the group
+    assert dom.tokens[0][1] == "rgba(207, 34, 46, 0.85)"  # beta's q shades the first token
+    text = "".join(dom.text)
+    assert "beta \u25c6 replayed" in text and "alpha (not replayed)" in text
+
+
+def test_rows_written_before_prompts_were_kept_still_render(tmp_path):
+    old = _row([0.0, 0.1, 0.8, 0.1], [0.6, 0.0, 0.0, 0.3], [[2, 3]])
+    page = write_page([old], tmp_path / "p.html", "t")
+    dom = render(page, "", tmp_path / "profile")
+    assert dom.selected == "alpha" and len(dom.tokens) == 4 and dom.prompts == []
+    assert "prompt not recorded" in "".join(dom.text)
+
+
 def test_page_of_a_two_step_tiny_run(tmp_path):
     cfg = tiny_config(str(tmp_path / "run"), "mrtpo")
     rec = RunRecord.open(cfg)
@@ -99,6 +143,12 @@ def test_page_of_a_two_step_tiny_run(tmp_path):
     assert set(chosen.options) == {e["name"] for r in rows for e in r["rewards"]} | {ADVANTAGE}
     assert chosen.selected == name
     assert [b for _, b in chosen.tokens] != [b for _, b in advantage.tokens]
+    in_order = list(dict.fromkeys(e["name"] for r in rows for e in r["rewards"]))
+    replayed = {e["name"] for r in rows for e in r["rewards"] if e["q"] is not None}
+    default = render(page, "", tmp_path / "profile")  # the default view: the first replayed reward
+    assert default.selected == next(n for n in in_order if n in replayed)
+    groups = {(r["step"], r["group"]) for r in rows}
+    assert len(chosen.prompts) == len(groups) and all(p.strip() for p in chosen.prompts)
 
 
 @pytest.mark.slow

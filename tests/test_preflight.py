@@ -63,9 +63,15 @@ def test_benchmarks_default_to_the_tasks_own(task, data_dir, expected):
 
 def test_text2sql_with_spider_evaluates_spider_dev(tmp_path):
     (tmp_path / "dev.json").write_text("[]")
+    (tmp_path / "train_spider.json").write_text("[]")
     plan = preflight(resolve(None, [("task", "text2sql"), ("task.data_dir", str(tmp_path))]))
     assert plan.benchmarks == {"spider-dev": str(tmp_path)}
-    assert preflight(resolve(None, [("task", "text2sql")])).benchmarks == {}
+    from harness.preflight import plan_benchmarks
+    from tasks.registry import make_task
+
+    assert plan_benchmarks(make_task("text2sql"), resolve(None, [("task", "text2sql")])) == {}
+    with pytest.raises(PreflightError, match="--task.data_dir: text2sql has no built-in data"):
+        preflight(resolve(None, [("task", "text2sql")]))  # caught before any model loads
 
 
 def test_a_run_failing_mid_step_is_marked_failed(tmp_path, monkeypatch):

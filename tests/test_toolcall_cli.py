@@ -23,7 +23,7 @@ def _main():
     return cli.main
 
 
-def test_score_toolcall_on_the_demo_set(tmp_path):
+def test_score_toolcall_on_the_demo_set(tmp_path, capsys):
     main = _main()
     data, out = tmp_path / "demo.jsonl", tmp_path / "scored.jsonl"
     n = demo.write_jsonl(str(data), "test", "reference")
@@ -40,6 +40,23 @@ def test_score_toolcall_on_the_demo_set(tmp_path):
         assert row["rewards"] == {"format": 1.0, "correctness": 3.0 if calls else 0.0}
         assert row["blocks"]["format"]
         assert row["details"]["correctness"]["reason"]
+    printed = capsys.readouterr().out
+    fmt = sum(r["rewards"]["format"] for r in scored) / n
+    assert f"| format      |  {fmt:.3f} | {n:4d} |" in printed  # each reward's mean, not only a count
+    assert "| correctness |" in printed
+
+
+def test_toolcall_demo_help_prints_help_and_writes_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "tasks.toolcall.demo", "--help"], check=False, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "OUT.jsonl" in out.stdout and "reference" in out.stdout
+    assert list(tmp_path.iterdir()) == []  # no file named --help
+    bad = subprocess.run([sys.executable, "-m", "tasks.toolcall.demo", "x.jsonl", "dev"], check=False,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr and not (tmp_path / "x.jsonl").exists()
 
 
 def test_eval_bfcl_with_predictions(tmp_path):

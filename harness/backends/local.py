@@ -285,7 +285,7 @@ class LocalBackend(Backend):
             print(f"mrbench: dropped {too_long} of {len(examples) + too_long} prompts longer than "
                   f"sampling.max_prompt_tokens={cfg.sampling.max_prompt_tokens} tokens")
         self._guard = RelevanceGuard(algo, task, record)
-        self._guard.at_start(examples)
+        self._guard.at_start(examples, cfg.schedule.steps)
         start = 0
         state = checkpoint.load(record.checkpoint_dir)
         if state is not None:

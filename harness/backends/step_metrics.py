@@ -88,7 +88,9 @@ def sample_rows(n: int, rollouts: Sequence[Any], count: int) -> list[dict[str, A
 
 
 def run_summary(metrics: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
-    """Final reward means, mean replay share, last-step advantage size and mean phase times."""
+    """Final reward means, mean replay share, last-step advantage size, mean phase times, and per
+    step the effective beta (``beta_per_step``, algorithms with a warm-up) and the replay share
+    (``replay_share_per_step``; ``steps_replayed`` counts the steps that replayed anything)."""
     last = metrics[-1] if metrics else {}
     shares = [m.get("replay_share", 0.0) for m in metrics]
     summary: dict[str, Any] = {"steps": len(metrics), "train_seconds": round(seconds, 1),
@@ -96,6 +98,11 @@ def run_summary(metrics: list[dict[str, Any]], seconds: float) -> dict[str, Any]
                                "final_reward_mean": last.get("reward_mean"),
                                "replay_share_mean": sum(shares) / len(shares) if shares else 0.0,
                                "adv_abs_mean": last.get("adv_abs_mean")}
+    betas = [m.get("algo/beta_eff") for m in metrics]
+    if any(b is not None for b in betas):  # an algorithm with a beta warm-up (MRTPO family)
+        summary["beta_per_step"] = [round(float(b), 4) if b is not None else None for b in betas]
+    summary["replay_share_per_step"] = [round(float(x), 3) for x in shares]
+    summary["steps_replayed"] = f"{sum(1 for x in shares if x > 0)} of {len(shares)}"
     for key in ("time_generate", "time_score", "time_replay", "time_update", "time_credit", "time_step"):
         vals = [m[key] for m in metrics if key in m]
         summary[f"mean_{key}"] = round(sum(vals) / len(vals), 2) if vals else None

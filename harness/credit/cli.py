@@ -26,7 +26,7 @@ def add_parsers(sub: Any) -> None:
     cr.add_argument("--data-dir", help="dataset root the rows refer to (e.g. Spider's databases)")
     cr.add_argument("--limit", type=int, help="only the first N rows of --data")
     cr.add_argument("--dtype", default="auto", help="replay dtype (default auto: as the training rollouts)")
-    cr.add_argument("--device", default="auto")
+    cr.add_argument("--device", default="auto", help="auto (a GPU when present), cpu, cuda, cuda:N")
     cr.add_argument("--temperature", type=float, default=1.0, help="the temperature the responses were sampled at")
     cr.add_argument("--out", required=True, help="the HTML page to write")
 
@@ -34,19 +34,20 @@ def add_parsers(sub: Any) -> None:
                         description="Sample (or take) responses, replay each reward with its leave-one-out "
                                     "context, and write Table 4, concentration and correlation figures as "
                                     "Markdown, CSV, JSON and a PNG figure into --out.")
-    lo.add_argument("--model", default="smollm2-135m")
-    lo.add_argument("--task", default="ifollow")
+    lo.add_argument("--model", default="smollm2-135m", help="the model that samples and replays (mrbench list; "
+                    "default smollm2-135m)")
+    lo.add_argument("--task", default="ifollow", help="the task whose prompts and verifiers are used (default ifollow)")
     lo.add_argument("--n", type=int, default=32, help="responses (one per prompt)")
-    lo.add_argument("--split", default="train")
+    lo.add_argument("--split", default="train", help="the task's data split to draw prompts from (default train)")
     lo.add_argument("--data-dir", help="the task's data (default: its built-in data, where it has any)")
     lo.add_argument("--responses", help="take these responses (JSONL, as for credit --data) instead of sampling")
     lo.add_argument("--max-new-tokens", type=int, default=256, help="longest sampled response, in tokens")
-    lo.add_argument("--temperature", type=float, default=1.0)
+    lo.add_argument("--temperature", type=float, default=1.0, help="sampling and replay temperature (default 1.0)")
     lo.add_argument("--dtype", default="auto", help="sampling and replay dtype (auto: as in training, bf16 where "
                                                     "native)")
-    lo.add_argument("--device", default="auto")
+    lo.add_argument("--device", default="auto", help="auto (a GPU when present), cpu, cuda, cuda:N")
     lo.add_argument("--threads", type=int, default=0, help="CPU threads (0: auto)")
-    lo.add_argument("--seed", type=int, default=0)
+    lo.add_argument("--seed", type=int, default=0, help="seed of the prompt draw and the sampling (default 0)")
     lo.add_argument("--out", required=True, help="output folder")
 
 

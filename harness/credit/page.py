@@ -5,7 +5,10 @@ response's own maximum is the darkest shade), the tokens its checker read are ou
 verdict is written above the text, and the final per-token advantage underlines every token
 (green positive, red negative; the control can also colour by it). The choice is kept in the
 URL fragment, ``PAGE.html#reward=NAME``, so a link (or a headless browser) opens the page on a
-given reward. The rows (:mod:`harness.credit.rows`) are embedded as JSON.
+given reward; without one it opens on the first reward that was replayed (has relevance q on some
+response), since a reward without q shows no shading. Replayed rewards are marked (a diamond) in
+the control and on the reward chips, and each group's cards follow its prompt (rows from before
+prompts were kept say so instead). The rows (:mod:`harness.credit.rows`) are embedded as JSON.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import torch
 from algorithms.mrtpo import MRTPOConfig, relevance_weights
 from harness.backends.rollout import Rollout, batch_tensors, decode_response, rollouts_for
 from harness.credit.align import align
-from harness.credit.rows import credit_row
+from harness.credit.rows import credit_row, prompt_text
 from harness.models import chat_prompt_ids
 from harness.replay import ReplayEngine
 from harness.replay_builders import leave_one_out
@@ -133,7 +133,10 @@ def credit_rows(task: Any, tokenizer: Any, rollouts: Sequence[Rollout], relevanc
                 beta: float = MRTPOConfig.beta) -> list[dict[str, Any]]:
     """Credit rows (no step, no advantage) of replayed rollouts."""
     rows = []
+    prompted: set[int] = set()
     for j, r in enumerate(rollouts):
+        prompt = None if r.group in prompted else prompt_text(r.example.messages)
+        prompted.add(r.group)
         T, K = len(r.response_ids), len(r.verdicts)
         q = relevance[j, :K, :T]
         w, has = relevance_weights(q.unsqueeze(0), torch.ones(1, T, dtype=torch.bool), beta)
@@ -141,5 +144,5 @@ def credit_rows(task: Any, tokenizer: Any, rollouts: Sequence[Rollout], relevanc
         ws = [w[0, k].tolist() if bool(has[0, k]) else None for k in range(K)]
         rows.append(credit_row(step=None, example=r.example.id, group=int(r.group), index=j,
                                alignment=align(tokenizer, r.response_ids, r.text), verdicts=r.verdicts, task=task,
-                               q=qs, w=ws))
+                               q=qs, w=ws, prompt=prompt))
     return rows

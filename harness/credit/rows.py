@@ -3,6 +3,8 @@
 A row holds, for one response of a step:
 
 - ``step``, ``example``, ``group``, ``index`` (the response's position in the step's batch);
+- ``prompt``: the group's prompt as text (:func:`prompt_text`), on the first row of each group of
+  a step only (the group's other rows omit it; files written before prompts were kept have none);
 - ``tokens``: the text piece of every response token (:mod:`harness.credit.align`; ``""`` for a
   token holding part of a character, or a special token);
 - ``advantage``: the final per-token advantage the update used (null when there was none, as for
@@ -47,11 +49,21 @@ def satisfied(task: Any, name: str, value: float) -> bool:
     return float(value) >= declared[1] if declared else float(value) > 0.0
 
 
+def prompt_text(messages: Sequence[dict[str, Any]]) -> str:
+    """A chat prompt as one text: each turn's content, blank-line separated, every turn but a lone
+    user turn labelled with its role (``system: ...``)."""
+    turns = [m for m in messages if isinstance(m, dict)]
+    if len(turns) == 1 and turns[0].get("role") == "user":
+        return str(turns[0].get("content", ""))
+    return "\n\n".join(f"{m.get('role', '?')}: {m.get('content', '')}" for m in turns)
+
+
 def credit_row(*, step: int | None, example: str, group: int, index: int, alignment: Alignment,
                verdicts: Sequence[Verdict], task: Any, q: Sequence[Sequence[float] | None] | None = None,
                w: Sequence[Sequence[float] | None] | None = None,
-               advantage: Sequence[float] | None = None) -> dict[str, Any]:
-    """One row (see the module docstring); ``q[k]`` and ``w[k]`` per reward, each over the tokens."""
+               advantage: Sequence[float] | None = None, prompt: str | None = None) -> dict[str, Any]:
+    """One row (see the module docstring); ``q[k]`` and ``w[k]`` per reward, each over the tokens;
+    ``prompt`` only for a group's first row."""
     family: Callable[[str], str] = getattr(task, "reward_family", None) or (lambda name: name)
     n = len(alignment)
     rewards = []
@@ -66,7 +78,8 @@ def credit_row(*, step: int | None, example: str, group: int, index: int, alignm
             "q": rounded(list(qk)[:n], Q_DIGITS) if qk is not None else None,
             "w": rounded(list(wk)[:n], W_DIGITS) if wk is not None else None,
         })
-    return {"step": step, "example": example, "group": group, "index": index, "tokens": list(alignment.pieces),
+    head = {"prompt": prompt} if prompt is not None else {}
+    return {"step": step, "example": example, "group": group, "index": index, **head, "tokens": list(alignment.pieces),
             "advantage": rounded(list(advantage)[:n], ADV_DIGITS) if advantage is not None else None,
             "rewards": rewards}
 

@@ -5,7 +5,8 @@ step's batch, whose prompts are already a seeded random draw from the data. For 
 responses the row (:mod:`harness.credit.rows`) keeps the relevance q the replay computed (null for
 pairs not replayed: rewards that did not vary in the group, or steps without replay), the
 per-reward weights w of an MRTPO-family algorithm (``Advantages.reward_weights``, from the step's
-one call of ``advantages``; null for other algorithms) and the token advantages the update used.
+one call of ``advantages``; null for other algorithms) and the token advantages the update used; a
+group's first row also keeps its prompt.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 
 from harness.credit.align import align
-from harness.credit.rows import credit_row
+from harness.credit.rows import credit_row, prompt_text
 from harness.credit.store import append_rows, drop_after
 
 
@@ -46,15 +47,18 @@ class CreditLog:
                 chosen.append(r.group)
         w, adv = advantages.reward_weights, advantages.tokens
         rows = []
+        prompted: set[int] = set()
         for j, r in enumerate(rollouts):
             if r.group not in chosen:
                 continue
+            prompt = None if r.group in prompted else prompt_text(r.example.messages)
+            prompted.add(r.group)
             T = len(r.response_ids)
             K = len(r.verdicts)
             q = [relevance[j, k, :T].tolist() for k in range(K)] if relevance is not None else None
             wj = [w[j, k, :T].tolist() for k in range(K)] if w is not None else None
             rows.append(credit_row(step=n + 1, example=r.example.id, group=int(r.group), index=j,
                                    alignment=align(self.tokenizer, r.response_ids, r.text), verdicts=r.verdicts,
-                                   task=self.task, q=q, w=wj, advantage=adv[j, :T].tolist()))
+                                   task=self.task, q=q, w=wj, advantage=adv[j, :T].tolist(), prompt=prompt))
         append_rows(self.directory, rows)
         return time.perf_counter() - t0

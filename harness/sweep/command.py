@@ -30,6 +30,7 @@ class SweepOptions:
     dry_run: bool = False
     status: bool = False
     loggers: str | None = None
+    root: str | None = None  # instead of the grid's own root (a fresh place to rerun a finished grid)
 
 
 def make_executor(opts: SweepOptions) -> Any:
@@ -104,6 +105,11 @@ def run_cells(spec: GridSpec, cells: list[Cell], opts: SweepOptions) -> int:
     busy = sum(s == RUNNING for s in states.values())
     print(f"sweep {spec.name}: {len(cells)} cells: {done} finished, {busy} running elsewhere, "
           f"{len(todo)} to run ({executor.name} executor)")
+    if not todo and done == len(cells):
+        print(f"nothing to run: every cell already has a finished record under {spec.root} (finished records "
+              f"are never rerun); to run the grid again, give a fresh root: mrbench sweep {spec.path} "
+              f"--root results/sweeps/{spec.name}-rerun")
+        return 0
     log = SweepLog(spec.root, spec.name, spec.path, executor.name, cells)
     progress = Progress(log, len(cells), done)
     # Ctrl-C and SIGTERM stop the sweep cleanly (also where a shell started it with SIGINT ignored)
@@ -144,6 +150,8 @@ def _count_line(counts: dict[str, int], total: int) -> str:
 def cmd_sweep(opts: SweepOptions) -> int:
     """The ``mrbench sweep`` command; grid errors propagate as GridError (the CLI prints them)."""
     spec = load_grid(opts.grid)
+    if opts.root:
+        spec = replace(spec, root=opts.root)
     cells = with_loggers(select(expand(spec), opts.only), opts.loggers, spec.name)
     if not cells:
         print(f"mrbench sweep: no cell of {spec.path} matches --only {' '.join(opts.only or [])}", file=sys.stderr)

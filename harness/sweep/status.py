@@ -2,8 +2,9 @@
 
 - ``finished``: ``provenance.json`` says so (the runner never reruns it);
 - ``running``:  a live process holds the record's lock;
-- ``failed``:   the run stopped before finishing: marked failed (with the reason), or killed
-                while running (lock no longer held); a rerun resumes it from its checkpoint;
+- ``failed``:   the run stopped before finishing: marked failed (with the reason) or interrupted
+                (Ctrl-C / SIGTERM), or killed while running (lock no longer held); a rerun
+                resumes it from its checkpoint;
 - ``pending``:  nothing started yet.
 
 A directory holding a record of another configuration is ``failed`` with that reason (the
@@ -20,6 +21,7 @@ from typing import Any
 from harness.records import (
     STATUS_FAILED,
     STATUS_FINISHED,
+    STATUS_INTERRUPTED,
     RecordError,
     atomic_write_json,
     config_identity,
@@ -56,6 +58,8 @@ def cell_state(cell: Any) -> CellState:
         return CellState(FINISHED, _steps(path))
     if status == STATUS_FAILED:
         return CellState(FAILED, _steps(path), str(prov.get("failure", "failed")))
+    if status == STATUS_INTERRUPTED:
+        return CellState(FAILED, _steps(path), f"interrupted: {prov.get('interruption', '')}")
     if status:  # "running" in the file, but nobody holds the lock: the writer was killed
         return CellState(FAILED, _steps(path), "stopped without finishing (killed?)")
     return CellState(PENDING)

@@ -98,8 +98,9 @@ def benchmark_folder(layout: Layout, data_dir: str | None) -> str:
     """The folder holding ``layout.questions``: ``data_dir/<folder>`` or ``data_dir`` itself."""
     if not data_dir:
         raise FileNotFoundError(
-            f"text2sql has no built-in data: point data_dir (e.g. --task.data_dir or --data-dir) at a "
-            f"folder holding {layout.folder}/{layout.questions} (the official {layout.name} layout)")
+            f"text2sql has no built-in data: point the data directory (mrbench run --task.data_dir DIR; "
+            f"mrbench eval and score --data-dir DIR) at a folder holding {layout.folder}/{layout.questions} "
+            f"(the official {layout.name} layout; the README's Data section says where to get it)")
     for folder in (os.path.join(data_dir, layout.folder), data_dir):
         if os.path.isfile(os.path.join(folder, layout.questions)):
             return folder

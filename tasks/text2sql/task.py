@@ -41,7 +41,15 @@ from typing import Any
 from tasks.base import DataError, Example, Message, RewardSpec, Task, Verdict
 from tasks.registry import TASKS
 from tasks.text2sql import templates
-from tasks.text2sql.data import DB_DIRS, HUB_PREFIX, Record, find_database, load_records, resolve_layout
+from tasks.text2sql.data import (
+    DB_DIRS,
+    HUB_PREFIX,
+    Record,
+    benchmark_folder,
+    find_database,
+    load_records,
+    resolve_layout,
+)
 from tasks.text2sql.refcache import ReferenceCache
 from tasks.text2sql.sandbox import SandboxLimits
 from tasks.text2sql.schema import schema_from_database, schema_from_tables_entry
@@ -123,6 +131,16 @@ class Text2SQLTask(Task):
             if any(os.path.isfile(os.path.join(d, "dev.json")) for d in (data_dir, folder)):
                 return {"spider-dev": data_dir}
         return {}
+
+    def data_problem(self, split: str, data_dir: str | None) -> str | None:
+        """No data directory, or no question file of ``split`` in it (hub splits are not checked)."""
+        if split.startswith(HUB_PREFIX) or str(data_dir or "").startswith(HUB_PREFIX):
+            return None
+        try:
+            benchmark_folder(resolve_layout(split), data_dir)
+        except (FileNotFoundError, ValueError) as exc:
+            return str(exc)
+        return None
 
     def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
              seed: int = 0) -> list[Example]:

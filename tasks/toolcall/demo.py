@@ -165,11 +165,26 @@ def write_jsonl(path: str, split: str = "test", responses: str = "reference") ->
     return len(rows)
 
 
-if __name__ == "__main__":  # python -m tasks.toolcall.demo OUT.jsonl [train|test] [reference|empty|none]
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tasks.toolcall.demo OUT.jsonl [train|test] [reference|empty|none]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tasks.toolcall.demo",
+                                 description="Write a split of the built-in toolcall demo set (ToolRL-layout JSONL "
+                                             "rows) with a 'response' field, ready for mrbench score toolcall.")
+    ap.add_argument("out", metavar="OUT.jsonl", help="the file to write")
+    ap.add_argument("split", nargs="?", default="test", choices=("train", "test"),
+                    help="which split of the demo set (default: test)")
+    ap.add_argument("responses", nargs="?", default="reference", choices=("reference", "empty", "none"),
+                    help="the response of each row: reference (the reference answer: format 1, correctness 3 or "
+                         "0), empty (an empty string), none (no response field; default: reference)")
+    args = ap.parse_args(argv)
+    n = write_jsonl(args.out, args.split, args.responses)
+    print(f"wrote {n} demo rows to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
     import sys
 
-    args = sys.argv[1:]
-    if not args:
-        sys.exit("usage: python -m tasks.toolcall.demo OUT.jsonl [train|test] [reference|empty|none]")
-    n = write_jsonl(args[0], *(args[1:3]))
-    print(f"wrote {n} demo rows to {args[0]}")
+    sys.exit(main())

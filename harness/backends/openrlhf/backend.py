@@ -126,7 +126,7 @@ class OpenRLHFBackend(Backend):
                                                                         "placement": placement(cfg)}})
         from harness.backends.relevance_guard import RelevanceGuard
 
-        RelevanceGuard(algo, task, record).at_start(examples)
+        RelevanceGuard(algo, task, record).at_start(examples, cfg.schedule.steps)
         write_prompts(paths.prompts, cfg, examples, tokenizer, stop_ids(tokenizer, source))
         CellSpec(config=cfg.to_dict(), record_dir=str(paths.record)).write()
         clear_stop(paths)
