@@ -215,6 +215,10 @@ class OutputConfig:
                                                           "comma-separated (docs/logging.md)")
     logger_group: str | None = setting(None, help="group of the logger runs (W&B group, MLflow experiment; "
                                                   "mrbench sweep sets the sweep's name)")
+    save_model: bool = setting(True, help="write the final policy to <record>/model/ in Hugging Face format with "
+                                          "its tokenizer (LoRA: the adapter); off in sweeps unless the grid sets it")
+    save_merged: bool = setting(False, help="with model.lora and save_model: also write the base with the adapter "
+                                            "merged in to <record>/model/merged/")
 
 
 @dataclass
