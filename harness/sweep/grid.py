@@ -137,7 +137,7 @@ def _dotted(value: Any, where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, v in _mapping(value, where).items():
         key = canonical(str(key))
-        if key.startswith("output."):
+        if key in ("output.dir", "output.root"):
             raise GridError(f"{where}.{key}: each cell gets its own record directory; set the grid's 'root'")
         out[key] = v
     return out
