@@ -127,3 +127,24 @@ def test_cli_run_then_eval_the_records_model_and_lm_eval_loads_it(tmp_path, caps
     expected = sum(float(logp[len(ctx) - 1 + i, t]) for i, t in enumerate(cont))
     assert ll == pytest.approx(expected, abs=1e-4)
     assert "<|im_start|>assistant" in lm.apply_chat_template([{"role": "user", "content": "hi"}])
+
+
+def test_copy_model_takes_another_trainers_directory(tmp_path):
+    """The openrlhf backend's ``checkpoint/openrlhf/final_hf`` becomes ``<record>/model/`` the same way."""
+    from transformers import AutoModelForCausalLM
+
+    from harness.backends.export import copy_model
+
+    loaded = load_model("tiny-random-3", dtype="float32")
+    final = tmp_path / "checkpoint" / "openrlhf" / "final_hf"
+    loaded.model.save_pretrained(final)
+    loaded.tokenizer.save_pretrained(final)
+    (tmp_path / "provenance.json").write_text("{}")
+    saved = copy_model(final, tmp_path)
+    assert saved["kind"] == "full" and saved["files"] == file_hashes(tmp_path / "model")
+    ids = list(range(30, 45))
+    again = AutoModelForCausalLM.from_pretrained(tmp_path / "model", dtype=torch.float32).eval()
+    assert torch.equal(_logits(again, ids), _logits(loaded.model, ids))
+    assert record_model_dir(tmp_path) == tmp_path / "model"
+    with pytest.raises(FileNotFoundError, match="not a saved model"):
+        copy_model(tmp_path / "nothing", tmp_path)

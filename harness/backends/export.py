@@ -9,7 +9,8 @@ LoRA policy writes its adapter (``adapter_config.json``, ``adapter_model.safeten
 written to a temporary sibling and renamed, so an interrupted save leaves no half a model.
 
 :func:`file_hashes` gives each file's SHA-256, which the record's ``provenance.json`` keeps under
-``model``. :func:`record_model_dir` finds the model of a finished record for
+``model``. :func:`copy_model` fills ``model/`` from a directory another trainer saved (the
+openrlhf backend's final weights). :func:`record_model_dir` finds the model of a finished record for
 ``mrbench eval NAME --model <record>``.
 """
 
@@ -73,6 +74,23 @@ def save_model(policy: Any, tokenizer: Any, record_dir: Path, *, eos: list[int] 
         shutil.rmtree(target)
     os.replace(tmp, target)
     return {"dir": MODEL_DIR, "kind": "lora" if lora else "full", "files": file_hashes(target)}
+
+
+def copy_model(source: Path, record_dir: Path) -> dict[str, Any]:
+    """``record_dir/model/`` as a copy of a Hugging Face directory another trainer wrote (the
+    openrlhf backend's ``checkpoint/openrlhf/final_hf``); returns what provenance keeps, as
+    :func:`save_model` does."""
+    source, target = Path(source), Path(record_dir) / MODEL_DIR
+    if not (source / "config.json").is_file() and not (source / "adapter_config.json").is_file():
+        raise FileNotFoundError(f"{source}: no config.json or adapter_config.json, not a saved model")
+    tmp = Path(record_dir) / f".{MODEL_DIR}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp)
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+    kind = "full" if (target / "config.json").is_file() else "lora"
+    return {"dir": MODEL_DIR, "kind": kind, "files": file_hashes(target)}
 
 
 def record_model_dir(path: str | Path) -> Path | None:
