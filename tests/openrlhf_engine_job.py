@@ -123,6 +123,7 @@ def main(out: Path) -> None:
     import ray
     from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
     from openrlhf.trainer.ray.vllm_engine import RolloutRayActor, create_vllm_engines
+    from toy_task import TOY_NAME, register
 
     from harness.backends.openrlhf.cell import CellSpec
     from harness.backends.openrlhf.frame import gather_rows
@@ -133,7 +134,6 @@ def main(out: Path) -> None:
     from harness.config import from_dict
     from harness.models import chat_prompt_ids, tiny_model
     from tasks.registry import make_task
-    from toy_task import TOY_NAME, register
 
     torch.set_num_threads(1)
     model_dir = out / "tiny-llama"
@@ -204,7 +204,7 @@ def main(out: Path) -> None:
     local_rows = [{"example": by_id[r["example_id"]], "group": order[r["example_id"]], **r} for r in rows]
     # the local backend sees the batch in group order; map each sample to its place there
     ranked = sorted(range(len(local_rows)), key=lambda j: (local_rows[j]["group"], j))
-    rollouts, expected, T = local_advantages(cfg, task, model, tok, [local_rows[j] for j in ranked], 0)
+    _, expected, T = local_advantages(cfg, task, model, tok, [local_rows[j] for j in ranked], 0)
     got = torch.zeros_like(expected)
     place = {j: i for i, j in enumerate(ranked)}
     for exp in experiences:

@@ -34,7 +34,7 @@ def job(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("vllm-engine")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
         [str(HERE.parent), str(HERE), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(HERE / "vllm_engine_job.py"), str(out)], env=env,
+    proc = subprocess.run([sys.executable, str(HERE / "vllm_engine_job.py"), str(out)], env=env, check=False,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads((out / "result.json").read_text())
@@ -68,6 +68,19 @@ def test_engine_logprobs_agree_with_the_trainers_and_ids_are_kept(job):
         assert [len(e) for e in step["engine"]] == [len(r) for r in step["responses"]]
     rows = job["metrics"]
     assert [r["step"] for r in rows] == [1, 2] and job["provenance_generator"] == "vllm"
+
+
+def test_prompts_go_in_with_the_chat_template_and_the_engine_is_closed_after_training(job):
+    chat = job["chat_prompts"]
+    for step in job["steps"]:
+        assert step["prompts"] and all(p in chat for p in step["prompts"])
+    assert job["closed_after_training"] == 1
+
+
+def test_the_in_memory_tiny_model_is_refused_naming_its_head_size(job):
+    if job["tiny_random_refusal"] is None:
+        pytest.skip("a CUDA build of vLLM: no CPU head-size limit")
+    assert "head sizes 32, 64" in job["tiny_random_refusal"] and "is 16" in job["tiny_random_refusal"]
 
 
 def test_engine_weights_are_the_policys_after_training_and_after_a_push(job):

@@ -351,3 +351,17 @@ def test_local_backend_trains_with_vllm_rollouts_and_syncs_after_each_update(wit
     rows = rec.metrics()
     assert len(rows) == 2 and all(r["replay_share"] > 0 for r in rows)
     assert rec.provenance()["generator"] == "vllm"
+
+
+def test_close_shuts_the_engine_core_down(with_fake, tmp_path):
+    shut = []
+
+    class ClosingLLM(ApplyModelLLM):
+        def _setup(self) -> None:
+            super()._setup()
+            self.llm_engine = types.SimpleNamespace(engine_core=types.SimpleNamespace(shutdown=lambda: shut.append(1)))
+
+    with_fake(ClosingLLM)
+    gen = _generator(tmp_path)
+    gen.close()
+    assert shut == [1] and gen.llm is None

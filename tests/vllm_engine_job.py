@@ -78,14 +78,18 @@ def main(out_dir: Path) -> None:
                       "syncs_before": self.syncs})
         return result
 
+    closed: list[Any] = []  # train() closes its engine at the end; keep it open for the checks below
+    real_close = vllm_rollout.VLLMGenerator.close
     vllm_rollout.VLLMGenerator.sample = spying_sample
+    vllm_rollout.VLLMGenerator.close = lambda self: closed.append(self)
     rec = RunRecord.open(cfg)
     try:
         backend.train(rec)
     finally:
         rec.unlock()
-        vllm_rollout.VLLMGenerator.sample = real_sample
-    gen = backend._vllm
+        vllm_rollout.VLLMGenerator.sample, vllm_rollout.VLLMGenerator.close = real_sample, real_close
+    assert len(closed) == 1 and backend._vllm is None
+    gen = closed[0]
     eos = list(backend.eos)
     tok = backend.tokenizer
     policy = backend.policy.state_dict()
@@ -138,7 +142,11 @@ def main(out_dir: Path) -> None:
                       final=trainer_logprobs(backend.policy, expanded, responses, backend.pad_id, 1.0),
                       initial=trainer_logprobs(initial, expanded, responses, backend.pad_id, 1.0))
         del llm
-    result = {"steps": steps, "checks": checks, "weights": weights, "syncs": gen.syncs, "eos": eos,
+    gen.close()
+    result = {"closed_after_training": len(closed),
+              "tiny_random_refusal": vllm_rollout.cpu_head_size_error(tiny_model(0).model.config),
+              "chat_prompts": [chat_prompt_ids(tok, ex.messages) for ex in ToyTask().load()],
+              "steps": steps, "checks": checks, "weights": weights, "syncs": gen.syncs, "eos": eos,
               "prompts": prompts, "metrics": rec.metrics(), "provenance_generator": rec.provenance()["generator"],
               "saved_model": second}
     (out_dir / "result.json").write_text(json.dumps(result))

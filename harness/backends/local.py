@@ -350,6 +350,9 @@ class LocalBackend(Backend):
         finally:
             for s, h in old_handlers.items():
                 signal.signal(s, h)
+            if self._vllm is not None:  # the engine's memory goes back before evaluation
+                self._vllm.close()
+                self._vllm = None
         self.rollout_model.eval()
         if cfg.output.save_model:  # the trained policy to take away: <record>/model/
             record.update_provenance(model=save_model(self.policy, self.tokenizer, record.path, eos=list(self.eos),

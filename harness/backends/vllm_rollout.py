@@ -24,6 +24,11 @@ Sampling decisions:
   When vLLM reports a stop on an end-of-turn id that it left out of ``token_ids``, that id is
   appended so the ids match what transformers would return.
 
+The engine's log-probability of each kept token (``logprobs=0``: of the unscaled logits) is in
+:attr:`VLLMGenerator.last_logprobs` after each ``sample``; at temperature 1 it agrees with the
+trainer's within bf16 rounding (tests/test_vllm_engine.py). :meth:`VLLMGenerator.close` shuts the
+engine down (the local backend does at the end of training).
+
 vLLM does not expose its final hidden states, so rollouts made here carry ``hidden=None`` and the
 replay recomputes P_all (see ``_sampling_pass`` in :mod:`harness.replay_builders`).
 
@@ -39,13 +44,13 @@ Weight sync: after every optimiser step :meth:`VLLMGenerator.sync` pushes the po
 2. or, on older vLLM, the model's ``load_weights`` through ``llm.apply_model(fn)``, or on a V0
    engine through ``llm.llm_engine.model_executor.driver_worker.model_runner.model``.
 
-Nothing is reloaded from disk; the prefix cache is reset after each sync.
-Anything else raises :class:`VLLMError` naming the installed version. LoRA policies are refused:
+Nothing is reloaded from disk; the prefix cache is reset after each sync. Anything else raises :class:`VLLMError` naming the installed version. LoRA policies are refused:
 the engine would need the merged weights, which this module does not compute.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 from collections.abc import Iterable, Sequence
@@ -277,6 +282,16 @@ class VLLMGenerator:
         reset = getattr(self.llm, "reset_prefix_cache", None)
         if callable(reset):  # cached prefixes hold keys/values of the old weights
             reset()
+
+
+    def close(self) -> None:
+        """Shut the engine down (its core and, on GPU, its memory); the generator is unusable after."""
+        llm, self.llm = getattr(self, "llm", None), None
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if callable(getattr(core, "shutdown", None)):
+            core.shutdown()
+        del llm
+        gc.collect()
 
 
 def token_logprobs(completion: Any, n: int) -> list[float]:
