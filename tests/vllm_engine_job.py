@@ -145,6 +145,8 @@ def main(out_dir: Path) -> None:
     gen.close()
     result = {"closed_after_training": len(closed),
               "tiny_random_refusal": vllm_rollout.cpu_head_size_error(tiny_model(0).model.config),
+              "preflight_tiny": LocalBackend.missing(tiny_config("unused", "grpo", backend__local__generator="vllm")),
+              "preflight_dir": LocalBackend.missing(cfg),
               "chat_prompts": [chat_prompt_ids(tok, ex.messages) for ex in ToyTask().load()],
               "steps": steps, "checks": checks, "weights": weights, "syncs": gen.syncs, "eos": eos,
               "prompts": prompts, "metrics": rec.metrics(), "provenance_generator": rec.provenance()["generator"],

@@ -60,7 +60,7 @@ from harness.backends.relevance_guard import RelevanceGuard
 from harness.backends.rollout import batch_tensors, fit_prompts, greedy_texts, reward_lows, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
 from harness.backends.update import PolicyUpdate, Reference
-from harness.backends.vllm_rollout import VLLMGenerator, choose_generator, vllm_missing
+from harness.backends.vllm_rollout import VLLMGenerator, choose_generator, vllm_refusal, vllm_unavailable
 from harness.config import RunConfig
 from harness.credit.trainlog import CreditLog
 from harness.models import chat_prompt_ids, eos_ids, load_model, resolve_device, resolve_dtype, resolve_train_dtype
@@ -223,11 +223,12 @@ class LocalBackend(Backend):
                 self._vllm.sync(self.policy)
 
     @classmethod
+    def refuses(cls, cfg: Any, algorithm: Any) -> str | None:
+        return vllm_refusal(cfg)
+
+    @classmethod
     def missing(cls, cfg: Any) -> str | None:
-        if cfg.backend.local.generator != "vllm":
-            return None
-        why = vllm_missing(resolve_dtype(cfg.model.dtype, resolve_device(cfg.model.device)))
-        return f"backend.local.generator=vllm: {why}" if why else None
+        return vllm_unavailable(cfg)
 
     def _start_vllm(self, record: Any, examples: list[Any]) -> None:
         """The vLLM engine (when chosen), built after any resume so it starts from the current weights;

