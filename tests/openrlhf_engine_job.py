@@ -22,6 +22,7 @@ import asyncio  # noqa: F401  (Ray's async actors)
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace as ns
 from typing import Any
@@ -155,11 +156,15 @@ def main(out: Path) -> None:
     env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "TOKENIZERS_PARALLELISM": "false"}
     # every Ray worker registers the toy task before the agent executor looks it up by name
+    clock = {"start": time.time()}
     ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": env, "worker_process_setup_hook": "toy_task.register"})
     result: dict[str, Any] = {"stubbed_modules": stubbed, "ray_version": ray.__version__}
     engines = create_vllm_engines(1, 1, str(model_dir), 0, False, True, True, 512, gpu_memory_utilization=0.05,
                                   agent_func_path=str(REPO / "harness" / "backends" / "openrlhf" / "agent.py"))
+    clock["ray"] = time.time()
+    ray.get(engines[0].get_num_unfinished_requests.remote())
+    clock["engine"] = time.time()
     result["engine_class"] = type(engines[0]).__name__
     result["engine_is_openrlhfs"] = isinstance(engines[0], ray.actor.ActorHandle) and \
         engines[0]._ray_actor_creation_function_descriptor.class_name == \
@@ -177,6 +182,7 @@ def main(out: Path) -> None:
     generator = SamplesGenerator(ns(args=args), loader, None, tok, engines)
     samples, _, consumed, _ = generator.generate_samples(temperature=1.0, top_p=1.0, top_k=-1, max_len=512,
                                                          n_samples_per_prompt=cfg.sampling.group_size)
+    clock["samples"] = time.time()
     rows = []
     for s in samples:
         label = decode_label(s.labels[0])
@@ -214,7 +220,9 @@ def main(out: Path) -> None:
     result.update(rows=rows, consumed=consumed, replay_calls=calls, pairs_replayed=int(maker.last.rep.pairs_replayed),
                   advantages=got.tolist(), expected=expected.tolist(),
                   nonzero=bool((expected != 0).any()))
+    clock["maker"] = time.time()
     ray.shutdown()
+    result["seconds"] = {k: round(v - clock["start"], 1) for k, v in clock.items()}
     (out / "result.json").write_text(json.dumps(result))
 
 
