@@ -156,10 +156,14 @@ def vllm_unavailable(cfg: Any) -> str | None:
     attention supports (read from the model's config where that needs no hub)."""
     if cfg.backend.local.generator != "vllm":
         return None
-    from harness.models import model_config, resolve_device, resolve_dtype
+    from harness.models import ModelError, model_config, resolve_device, resolve_dtype
 
-    device = resolve_device(cfg.model.device)
-    why = vllm_missing(resolve_dtype(cfg.model.dtype, device))
+    try:
+        device = resolve_device(cfg.model.device)
+        dtype = resolve_dtype(cfg.model.dtype, device)
+    except ModelError:
+        return None  # a bad device or dtype is reported where the model loads
+    why = vllm_missing(dtype)
     if why is None and device.type == "cpu":
         config = model_config(cfg.model.name, cfg.model.cache_dir)
         why = cpu_head_size_error(config) if config is not None else None
