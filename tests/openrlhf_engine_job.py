@@ -157,7 +157,7 @@ def main(out: Path) -> None:
            "OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "TOKENIZERS_PARALLELISM": "false"}
     # every Ray worker registers the toy task before the agent executor looks it up by name
     clock = {"start": time.time()}
-    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": env, "worker_process_setup_hook": "toy_task.register"})
     result: dict[str, Any] = {"stubbed_modules": stubbed, "ray_version": ray.__version__}
     engines = create_vllm_engines(1, 1, str(model_dir), 0, False, True, True, 512, gpu_memory_utilization=0.05,
