@@ -58,6 +58,7 @@ def test_second_step_samples_from_the_updated_weights(job):
     assert max(to_current) <= MAX_GAP and sum(to_current) / len(to_current) <= MEAN_GAP
     assert sum(to_initial) / len(to_initial) > 10 * MEAN_GAP  # the update moved them far more than bf16 noise
     assert job["syncs"] == 4  # start, two updates, and the checks' push of the initial weights
+    assert job["sync_path"] == "reload_weights"  # in place through the workers, not a reload from disk
 
 
 def test_engine_logprobs_agree_with_the_trainers_and_ids_are_kept(job):

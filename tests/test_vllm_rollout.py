@@ -303,7 +303,7 @@ def test_weight_sync_paths(with_fake, tmp_path, llm_cls, path):
     assert set(llm.loads[-1]) == {"lin.weight", "lin.bias"}
     assert llm.loads[-1]["lin.weight"].dtype == torch.bfloat16
     assert torch.equal(llm.loads[-1]["lin.weight"], policy.lin.weight.detach().to(torch.bfloat16))
-    assert load_into(llm, [("x", torch.zeros(1))]) == path
+    assert load_into(llm, [("x", torch.zeros(1))]) == path and gen.sync_path == path
 
 
 def test_unsupported_engine_and_lora_are_clear_errors(with_fake, tmp_path):

@@ -149,6 +149,7 @@ def main(out_dir: Path) -> None:
               "preflight_dir": LocalBackend.missing(cfg),
               "chat_prompts": [chat_prompt_ids(tok, ex.messages) for ex in ToyTask().load()],
               "steps": steps, "checks": checks, "weights": weights, "syncs": gen.syncs, "eos": eos,
+              "sync_path": gen.sync_path,
               "prompts": prompts, "metrics": rec.metrics(), "provenance_generator": rec.provenance()["generator"],
               "saved_model": second}
     (out_dir / "result.json").write_text(json.dumps(result))

@@ -305,7 +305,8 @@ class VLLMGenerator:
     def sync(self, policy: Any) -> None:
         """Load the policy's current weights into the engine (see the module docstring for the paths)."""
         weights = self._weights(policy)
-        load_into(self.llm, weights, getattr(self.vllm, "__version__", "?"))
+        #: how the weights went in ("reload_weights" on vLLM 0.32: in place, nothing read from disk)
+        self.sync_path = load_into(self.llm, weights, getattr(self.vllm, "__version__", "?"))
         self.syncs += 1
         reset = getattr(self.llm, "reset_prefix_cache", None)
         if callable(reset):  # cached prefixes hold keys/values of the old weights
