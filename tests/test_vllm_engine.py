@@ -21,9 +21,11 @@ from vllm_host import why_no_vllm
 
 HERE = Path(__file__).resolve().parent
 #: bf16 log-probabilities: the engine (bf16 weights, its own kernels) against the trainer's float32
-#: policy. bf16 keeps 8 significant bits, so a logit of magnitude ~20 carries an error of ~0.08 and a
-#: log-softmax a few of those; the mean over tokens is much smaller.
-MAX_GAP, MEAN_GAP = 0.35, 0.08
+#: policy. bf16 keeps 8 significant bits, and this random model's logits reach a few tens, so one
+#: logit carries an error of up to ~0.2 and a token's log-softmax (its logit minus the log-sum) up
+#: to about twice that; observed here: the worst token 0.45, the mean about 0.05. The initial
+#: weights miss the updated ones' by about 5 on average, a hundred times the mean tolerance.
+MAX_GAP, MEAN_GAP = 0.6, 0.08
 
 
 pytestmark = pytest.mark.skipif(why_no_vllm() is not None, reason=why_no_vllm() or "")
