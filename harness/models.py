@@ -295,6 +295,20 @@ def load_model(name: str, dtype: str | torch.dtype = "float32", device: str | to
     return LoadedModel(model, tokenizer, name, source, time.time() - t0)
 
 
+def model_config(name: str, cache_dir: str | None = None) -> Any | None:
+    """The transformers config of ``name`` without loading weights, where that needs no hub: the
+    tiny model's, the embedded model's once converted, a local directory's; None for a hub id."""
+    seed = _tiny_seed(name)
+    if seed is not None:
+        return tiny_model(seed).model.config
+    path = cache_root(cache_dir) / EMBEDDED_SMOLLM2 if name == EMBEDDED_SMOLLM2 else Path(name)
+    if not (path / "config.json").is_file():
+        return None
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(path))
+
+
 def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     """Token ids of ``messages`` rendered with the chat template, ending with the assistant cue."""
     ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)

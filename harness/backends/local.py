@@ -32,6 +32,9 @@ One training step (0-based ``n``; metrics rows use ``step = n + 1``):
 is plumbing, and each phase is timed into the row (``time_<phase>``) and marked ``mrbench/<phase>``
 for torch.profiler.
 
+At the end, with ``output.save_model``, the final policy goes to ``<record>/model/`` in Hugging
+Face format (:mod:`harness.backends.export`).
+
 The reference policy (initial weights; k3 KL when ``optim.kl_coef > 0``, OPSD's teacher) is only
 loaded when needed; with LoRA it is the base model with the adapter disabled.
 """
@@ -51,15 +54,16 @@ from harness.backends import BACKENDS, checkpoint
 from harness.backends.algo_step import StepPlan, plan_step, step_advantages
 from harness.backends.base import Backend
 from harness.backends.data_order import examples_at
+from harness.backends.export import save_model
 from harness.backends.phases import PhaseTimes
 from harness.backends.relevance_guard import RelevanceGuard
 from harness.backends.rollout import batch_tensors, fit_prompts, greedy_texts, reward_lows, rollouts_for
 from harness.backends.step_metrics import run_summary, sample_rows, step_row
 from harness.backends.update import PolicyUpdate, Reference
-from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
+from harness.backends.vllm_rollout import VLLMGenerator, choose_generator, vllm_refusal, vllm_unavailable
 from harness.config import RunConfig
 from harness.credit.trainlog import CreditLog
-from harness.models import eos_ids, load_model, resolve_device, resolve_dtype, resolve_train_dtype
+from harness.models import chat_prompt_ids, eos_ids, load_model, resolve_device, resolve_dtype, resolve_train_dtype
 from harness.no_signal import SignalWatch
 from harness.records import config_fingerprint
 from harness.replay import ReplayEngine
@@ -128,8 +132,8 @@ class LocalBackend(Backend):
         self._keep_hidden = True
         if self.device.type == "cpu":
             torch.set_num_threads(choose_threads(cfg.backend.local.threads))
-        # "auto": vLLM when it imports and CUDA is present; "vllm" without them raises VLLMError
-        self.generator_name = choose_generator(cfg.backend.local.generator)
+        # "auto": vLLM when it imports and CUDA is present; "vllm" where it cannot run raises VLLMError
+        self.generator_name = choose_generator(cfg.backend.local.generator, self.rollout_dtype)
         self._vllm: Any = None
 
     # -- setup ---------------------------------------------------------------------------------
@@ -218,12 +222,25 @@ class LocalBackend(Backend):
             with torch.no_grad():
                 self._vllm.sync(self.policy)
 
-    def _start_vllm(self, record: Any) -> None:
-        """The vLLM engine (when chosen), built after any resume so it starts from the current weights."""
+    @classmethod
+    def refuses(cls, cfg: Any, algorithm: Any) -> str | None:
+        return vllm_refusal(cfg)
+
+    @classmethod
+    def missing(cls, cfg: Any) -> str | None:
+        return vllm_unavailable(cfg)
+
+    def _start_vllm(self, record: Any, examples: list[Any]) -> None:
+        """The vLLM engine (when chosen), built after any resume so it starts from the current weights;
+        its context fits the longest training prompt plus ``max_new_tokens``."""
         if self.generator_name == "vllm" and self._vllm is None:
+            s = self.cfg.sampling
+            longest = max(len(chat_prompt_ids(self.tokenizer, ex.messages)) for ex in examples)
             self._vllm = VLLMGenerator(self.policy, self.tokenizer, dtype=self.rollout_dtype,
                                        gpu_memory_utilization=self.cfg.backend.local.vllm_gpu_memory_utilization,
-                                       work_dir=record.path, source=self.model_source, seed=self.cfg.seed)
+                                       work_dir=record.path, source=self.model_source, seed=self.cfg.seed,
+                                       max_model_len=longest + s.max_new_tokens,
+                                       max_sequences=s.prompts_per_step * s.group_size)
 
     def _needs_reference(self) -> bool:
         return self.cfg.optim.kl_coef > 0 or bool(self.algorithm is not None and self.algorithm.needs_reference)
@@ -297,7 +314,7 @@ class LocalBackend(Backend):
             start = int(state["step"])
             self._position = int(state["data_position"])
             self._sync_rollout()
-        self._start_vllm(record)
+        self._start_vllm(record, examples)
         record.truncate_metrics(start)
         watch = SignalWatch(cfg.schedule.no_signal_steps, cfg.schedule.stop_without_signal)
         watch.resume(record.metrics())
@@ -334,7 +351,13 @@ class LocalBackend(Backend):
         finally:
             for s, h in old_handlers.items():
                 signal.signal(s, h)
+            if self._vllm is not None:  # the engine's memory goes back before evaluation
+                self._vllm.close()
+                self._vllm = None
         self.rollout_model.eval()
+        if cfg.output.save_model:  # the trained policy to take away: <record>/model/
+            record.update_provenance(model=save_model(self.policy, self.tokenizer, record.path, eos=list(self.eos),
+                                                      merged=cfg.output.save_merged))
         return {**run_summary(record.metrics(), time.time() - t_run), **self._guard.summary(),
                 **watch.summary(), "rollout": self.rollout_info(), "update": self.update_info()}
 

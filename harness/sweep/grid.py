@@ -45,6 +45,8 @@ GRID_KEYS = ("name", "base", "recipe", "root", "set", "grid", "when", "exclude",
 #: axes that are already part of the record path (every other axis names a variant directory)
 PATH_KEYS = ("task.name", "algo.name", "model.name", "seed")
 VARIANT_MAX = 80
+#: what a sweep's cells get unless the grid sets it: no saved model per cell (a grid may set it)
+SWEEP_DEFAULTS = (("output.save_model", False),)
 
 
 class GridError(ValueError):
@@ -135,7 +137,7 @@ def _dotted(value: Any, where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, v in _mapping(value, where).items():
         key = canonical(str(key))
-        if key.startswith("output."):
+        if key in ("output.dir", "output.root"):
             raise GridError(f"{where}.{key}: each cell gets its own record directory; set the grid's 'root'")
         out[key] = v
     return out
@@ -275,7 +277,7 @@ def expand(spec: GridSpec) -> list[Cell]:
                 overrides.update(rule.set)
         label = ", ".join(f"{k}={v}" for k, v in values.items()) or "the only cell"
         try:
-            cfg = resolve(spec.base, _pairs(overrides))
+            cfg = resolve(spec.base, list(SWEEP_DEFAULTS) + _pairs(overrides))
         except ConfigError as exc:
             raise GridError(f"{spec.path}: cell {label}: {exc}") from exc
         rel = Path(cfg.task.name) / cfg.algo.name / model_slug(cfg.model.name)

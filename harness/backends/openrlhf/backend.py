@@ -145,6 +145,10 @@ class OpenRLHFBackend(Backend):
         watch = SignalWatch(cfg.schedule.no_signal_steps)  # the trainer's rows, read back: warns here
         for row in record.metrics():
             watch.after_step(row)
+        if cfg.output.save_model and paths.final_weights.is_dir():  # the trained policy to take away
+            from harness.backends.export import copy_model
+
+            record.update_provenance(model=copy_model(paths.final_weights, record.path))
         return {**run_summary(record.metrics(), time.time() - t_run), **watch.summary(), "backend": self.name}
 
     # -- generation ---------------------------------------------------------------------------------
