@@ -77,7 +77,6 @@ def cort_weights(delta: Tensor, mask: Tensor, tau: float, bias: float, strength:
 class CoRT(Algorithm):
     """CoRT: token weights from the log-prob change when the rubric is removed, on one advantage."""
 
-    name = "cort"
     replay_request = ReplayRequest.RUBRIC
     config_class = CoRTConfig
 

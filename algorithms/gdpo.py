@@ -197,7 +197,6 @@ class GDPO(Reweighter):
     token advantage = rescale(S^{(j)}) on every valid token (default S / (std_B(S) + eps)).
     """
 
-    name = "gdpo"
     config_class = GDPOConfig
 
     def aggregate(self, batch: RolloutBatch) -> Aggregate:

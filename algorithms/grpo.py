@@ -48,7 +48,6 @@ def summed_rewards(rewards: Tensor) -> Tensor:
 class GRPO(Algorithm):
     """GRPO: group z-score of the summed reward, no batch rescale."""
 
-    name = "grpo"
     config_class = GRPOConfig
 
     def reward_weights(self, batch: RolloutBatch) -> Tensor:

@@ -149,7 +149,6 @@ def shuffle_within_valid(w: Tensor, mask: Tensor, generator: torch.Generator) ->
 class MRTPO(Algorithm):
     """MRTPO: per-reward token weights from replay relevance (Eq. 6-8) on GDPO's advantages."""
 
-    name = "mrtpo"
     replay_request = ReplayRequest.LEAVE_ONE_OUT
     config_class = MRTPOConfig
     aggregator_class: type[Reweighter] = GDPO
@@ -234,7 +233,6 @@ class MRTPOJoint(MRTPO):
 
     w_t = (1 - beta_n) + beta_n q_t / qbar, S_t = S w_t, then Eq. 8."""
 
-    name = "mrtpo-joint"
     replay_request = ReplayRequest.JOINT
     per_reward_weights = False
 
@@ -249,7 +247,6 @@ class MRTPOJoint(MRTPO):
 class MRTPOShuffled(MRTPO):
     """mrtpo-shuffled (ablation): MRTPO's weights permuted among each response's valid tokens."""
 
-    name = "mrtpo-shuffled"
     config_class = MRTPOShuffledConfig
 
     def token_weights(self, batch: RolloutBatch, agg: Aggregate, beta: float) -> tuple[Tensor, Tensor, Tensor]:

@@ -71,7 +71,6 @@ def generalized_jsd(student_logits: Tensor, teacher_logits: Tensor, beta: float)
 class OPSD(Algorithm):
     """OPSD: generalised JSD between a privileged teacher and the student on the student's samples."""
 
-    name = "opsd"
     replay_request = ReplayRequest.TEACHER
     config_class = OPSDConfig
     needs_reference = True

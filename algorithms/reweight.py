@@ -63,7 +63,6 @@ class SAW(Reweighter):
     and the GDPO batch rescale.
     """
 
-    name = "saw"
     config_class = SAWConfig
 
     def reward_weights(self, batch: RolloutBatch) -> Tensor:
@@ -118,7 +117,6 @@ class DARA(Reweighter):
     d_k = 0 (its advantages are 0 anyway). Contribution: A_k + (lambda_k - 1) * max(A_k, 0).
     """
 
-    name = "dara"
     config_class = DARAConfig
 
     def densities(self, batch: RolloutBatch) -> Tensor:
@@ -160,7 +158,6 @@ class DVAO(Reweighter):
     no reward varies gets 0. Default: no batch rescale.
     """
 
-    name = "dvao"
     config_class = DVAOConfig
 
     def aggregate(self, batch: RolloutBatch) -> Aggregate:
@@ -199,7 +196,6 @@ class GD2PO(Reweighter):
     Dropped responses get 0.
     """
 
-    name = "gd2po"
     config_class = GD2POConfig
 
     def aggregate(self, batch: RolloutBatch) -> Aggregate:
@@ -240,7 +236,6 @@ class SAMRPO(Reweighter):
     A reward most responses already earn gets less weight than one still being learnt.
     """
 
-    name = "sa-mrpo"
     config_class = SAMRPOConfig
 
     def reward_weights(self, batch: RolloutBatch) -> Tensor:

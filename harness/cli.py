@@ -73,7 +73,7 @@ def _is_number(text: str) -> bool:
 
 def registries() -> dict[str, list[tuple[str, str]]]:
     """(name, description) of every registered task, algorithm, backend and evaluator."""
-    from algorithms.registry import describe_algorithms
+    from algorithms.catalog import describe_algorithms
     from evals.registry import EVALUATORS
     from harness.backends import BACKENDS
     from harness.models import describe_models

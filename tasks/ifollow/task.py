@@ -51,7 +51,6 @@ def reward_name(k: int, cid: str) -> str:
 class InstructionFollowingTask(Task):
     """Multi-constraint instruction following; every constraint is a binary reward."""
 
-    name = "ifollow"
     version = "2"
     format_reward = None
 

@@ -66,7 +66,6 @@ CHARS_PER_TOKEN = 3.0
 class Text2SQLTask(Task):
     """Text-to-SQL with rewards ``format``, ``executable``, ``execution`` (each {0,1})."""
 
-    name = "text2sql"
     version = "1"
     format_reward = "format"
     block_order = tuple(REWARD_NAMES)  # the paper gives no other order for this task

@@ -41,7 +41,6 @@ REWARD_NAMES = ["format", "correctness"]
 class ToolCallTask(Task):
     """Tool calling (ToolRL / RLLA recipe): format {0,1} and correctness [-3,3]."""
 
-    name = "toolcall"
     version = "1"
     format_reward = "format"
     block_order = ["correctness", "format"]  # noqa: RUF012  (protocol attribute, never mutated)
