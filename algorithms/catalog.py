@@ -13,9 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from mrbench_core.registry import UnknownNameError, first_doc_line
-
 from algorithms.registry import ALGORITHMS
+from mrbench_core.registry import UnknownNameError, first_doc_line
 
 COMPOSITE_PREFIX = "mrtpo+"
 #: the MRTPO-family algorithms that compose with a reweighter as ``<base>+<reweighter>``

@@ -296,7 +296,6 @@ class LocalBackend(Backend):
                             "generator": self.generator_name,
                             "rollout_dtype": str(self.rollout_dtype), "rollout": self.rollout_info(),
                             "update": self.update_info(),
-                            "algorithm": algo.config_dict(),
                             "prompts_too_long": too_long})
         if too_long:
             print(f"mrbench: dropped {too_long} of {len(examples) + too_long} prompts longer than "

@@ -10,7 +10,8 @@ From each record:
 - ``finals``: per family, the mean of its curve over the last tenth of the steps (at least one
   step), a steadier "final reward" than the last step alone.
 
-Records are grouped by their configuration less the seed, the output place and execution-only
+Records are grouped by their configuration (the algorithm's parameters resolved, so records
+written before ``config.json`` stored resolved ones group with newer ones) less the seed, the output place and execution-only
 fields: one group is one row (algorithm, model and, where rows of the same algorithm and model
 differ, the differing settings, e.g. ``mrtpo (beta=0.25)``). A base record
 (:mod:`harness.base_model`) is a group of its own, ``base``.
@@ -31,6 +32,7 @@ from typing import Any
 from harness.base_model import BASE, is_base
 from harness.metric_names import reward_mean_name
 from harness.records import EXECUTION_FIELDS, RecordError, find_records, load_record
+from harness.resolved import resolved_config
 
 ALL = "all"
 FINAL_SHARE = 0.1
@@ -181,8 +183,10 @@ def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def settings_of(config: dict[str, Any]) -> dict[str, Any]:
+    """What a row compares: the config with its algorithm's parameters resolved (an explicit
+    default and an omitted one are one row), less the seed, the output place and execution fields."""
     skip = {".".join(p) for p in EXECUTION_FIELDS} | {"seed"}
-    return {k: v for k, v in flatten(config).items() if k not in skip and not k.startswith("output.")}
+    return {k: v for k, v in flatten(resolved_config(config)).items() if k not in skip and not k.startswith("output.")}
 
 
 def read_run(path: Path, rec: dict[str, Any]) -> Run:
