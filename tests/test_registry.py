@@ -129,8 +129,8 @@ def test_registration_sets_the_class_name(tmp_path, monkeypatch):
     ("from w2_base import Widget\n\n@WIDGETS.register('gear')\nclass Gear(Widget):\n    name = 'cog'\n",
      "WIDGETS.lazy('gear', 'w2_defs:Gear')\n", "says its name is 'cog'"),
     # a decorated built-in without a row (found on the first lookup of its module's other names)
-    ("from w2_base import Widget\n\n@WIDGETS.register('gear')\nclass Gear(Widget):\n    pass\n\n"
-     "@WIDGETS.register('forgot-row')\nclass ForgotRow(Widget):\n    pass\n",
+    (("from w2_base import Widget\n\n@WIDGETS.register('gear')\nclass Gear(Widget):\n    pass\n\n"
+      "@WIDGETS.register('forgot-row')\nclass ForgotRow(Widget):\n    pass\n"),
      "WIDGETS.lazy('gear', 'w2_defs:Gear')\n", "'forgot-row': w2_defs:ForgotRow registers it in a built-in module"),
     # not a subclass of the registry's base class
     ("@WIDGETS.register('gear')\nclass Gear:\n    name = ''\n",

@@ -94,8 +94,8 @@ def test_the_scan_finds_a_decorated_builtin_without_a_row(tmp_path):
                            "@ALGORITHMS.register('forgot-row')\nclass ForgotRow:\n    pass\n",
                  "{'gear': 'algorithms.widgets:Gear'}")
     assert problems(root, ("algorithms",)) == [
-        "algorithms.widgets:ForgotRow: decorated @ALGORITHMS.register('forgot-row') but ALGORITHMS has no row "
-        "'forgot-row'"]
+        ("algorithms.widgets:ForgotRow: decorated @ALGORITHMS.register('forgot-row') but ALGORITHMS has no row "
+         "'forgot-row'")]
 
 
 def test_the_scan_finds_disagreeing_names(tmp_path):
