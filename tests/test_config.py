@@ -4,6 +4,8 @@ import pytest
 
 from harness.config import ConfigError, RunConfig, from_dict, model_slug, parse_overrides, resolve
 
+pytestmark = pytest.mark.torchfree  # runs where torch is not installed (.ci/run)
+
 
 def test_defaults_are_the_main_job():
     cfg = resolve()

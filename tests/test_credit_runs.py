@@ -6,6 +6,7 @@ import json
 
 import pytest
 from text2sql_fixtures import answer, make_db
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import ToyTask, tiny_config
 
 from harness import cli

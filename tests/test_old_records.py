@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
 from harness import cli
 from harness.records import load_record, same_configuration

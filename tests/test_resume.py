@@ -34,6 +34,7 @@ def slow_step(self, *a, **k):
     return row
 LocalBackend._step = slow_step
 from harness.cli import main
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 sys.exit(main(sys.argv[1:]))
 """
 

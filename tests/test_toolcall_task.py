@@ -15,6 +15,8 @@ from tasks.toolcall.demo_tools import TOOLS
 from tasks.toolcall.parsing import find_call_block, parse_tool_list
 from tasks.toolcall.task import ToolCallTask
 
+pytestmark = pytest.mark.torchfree  # runs where torch is not installed (.ci/run)
+
 DATA = os.environ.get("MRBENCH_DATA_DIR")
 needs_data = pytest.mark.skipif(not DATA, reason="MRBENCH_DATA_DIR is not set: the ToolRL files are needed")
 TASK = ToolCallTask()
@@ -170,6 +172,7 @@ def test_teacher_context_shows_the_reference_as_an_earlier_answer():
 # -- real data ------------------------------------------------------------------------------------------------
 @needs_data
 def test_toolrl_files_load_and_references_score_full_format():
+    pytest.importorskip("pandas")  # parquet files (the torch-free floor installs no pandas)
     test = TASK.load("test", data_dir=os.path.join(DATA, "toolrl"))
     train = TASK.load("train", data_dir=DATA)  # the data root works too (toolrl/ subfolder)
     assert len(test) == 80 and len(train) == 400
@@ -187,6 +190,7 @@ def test_toolrl_files_load_and_references_score_full_format():
 
 @needs_data
 def test_a_single_file_can_be_loaded_directly():
+    pytest.importorskip("pandas")
     path = os.path.join(DATA, "toolrl", "rlla_4k_test.parquet")
     assert len(TASK.load("test", data_dir=path)) == 80
 
