@@ -50,9 +50,9 @@ from tasks.text2sql.data import (
     load_records,
     resolve_layout,
 )
+from tasks.text2sql.prompt import record_messages, record_meta, schema_text
 from tasks.text2sql.refcache import ReferenceCache
 from tasks.text2sql.sandbox import SandboxLimits
-from tasks.text2sql.schema import schema_from_database, schema_from_tables_entry
 from tasks.text2sql.sqltext import normalize_for_match
 from tasks.text2sql.verify import REWARD_NAMES, score_response
 from tasks.text2sql.worker import WorkerSandbox
@@ -83,15 +83,10 @@ class Text2SQLTask(Task):
 
     # -- prompts --------------------------------------------------------------------------
     def schema_text(self, db_path: str | None, tables_entry: dict[str, Any] | None) -> str:
-        if db_path:
-            return schema_from_database(db_path, self.sample_rows)
-        if tables_entry:
-            return schema_from_tables_entry(tables_entry)
-        return "(schema unavailable: the database is missing)"
+        return schema_text(db_path, tables_entry, self.sample_rows)
 
     def messages_for(self, record: Record) -> list[Message]:
-        schema = self.schema_text(record.db_path, record.tables_entry)
-        return templates.render_messages(schema, record.question, record.evidence or None)
+        return record_messages(record, self.sample_rows)
 
     def use_tokenizer(self, tokenizer: Any) -> None:
         """Count prompt tokens with the policy's tokenizer (the paper's 4,096-token filter)."""
@@ -110,16 +105,8 @@ class Text2SQLTask(Task):
         return math.ceil(sum(len(m["content"]) for m in messages) / CHARS_PER_TOKEN)
 
     def example_from_record(self, record: Record) -> Example:
-        meta: dict[str, Any] = {
-            "db_path": record.db_path, "db_id": record.db_id, "query": record.query,
-            "question": record.question, "evidence": record.evidence, "benchmark": record.benchmark,
-            "category": record.category, "match": "bird" if record.benchmark.startswith("bird") else "spider",
-            "source": record.source, "row": record.row,
-        }
-        if record.skip_reason:
-            meta["skip_reason"] = record.skip_reason
         return Example(id=record.id, messages=self.messages_for(record), reward_names=list(REWARD_NAMES),
-                       meta=meta)
+                       meta=record_meta(record))
 
     # -- data -----------------------------------------------------------------------------
     def default_benchmarks(self, data_dir: str | None = None) -> dict[str, str | None]:
