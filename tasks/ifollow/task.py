@@ -68,6 +68,11 @@ class InstructionFollowingTask(Task):
         head, sep, rest = reward.partition(":")
         return rest if sep and head[:1] == "c" and head[1:].isdigit() else reward
 
+    @classmethod
+    def report_group(cls, family: str) -> str:
+        """``punctuation:no_comma`` -> ``punctuation``: the report draws one curve per constraint group."""
+        return family.partition(":")[0]
+
     # -- data -----------------------------------------------------------------------------
     def default_benchmarks(self, data_dir: str | None = None) -> dict[str, str | None]:
         """Held-out generated prompts: no data files needed."""
