@@ -196,12 +196,14 @@ def test_a_single_file_can_be_loaded_directly():
 
 
 def test_hub_names_and_splits():
-    from tasks.toolcall.data import hub_name, hub_split
+    from tasks.data_source import HubSource, hub_source
 
-    assert hub_name("hf:a/b") == "a/b" and hub_name("hub:a/b") == "a/b" and hub_name("hf://a/b") == "a/b"
-    assert hub_name("/data/toolrl") is None
-    assert hub_split("a/b:validation", "train") == ("a/b", "validation")
-    assert hub_split("a/b", "test") == ("a/b", "test")
+    assert hub_source("hub:a/b", "test") == HubSource("a/b", "test")
+    assert hub_source("hub:a/b:validation", "train") == HubSource("a/b", "validation")
+    assert hub_source("/data/toolrl", "train") is None and hub_source(None, "train") is None
+    for old in ("hf:a/b", "hf://a/b"):
+        with pytest.raises(DataError, match="hub datasets are written hub:OWNER/NAME"):
+            TASK.load("train", data_dir=old)
 
 
 def test_missing_split_file_lists_what_was_looked_for(tmp_path):
@@ -213,4 +215,4 @@ def test_hub_loading_fails_with_a_clear_message_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(DataError, match="could not load dataset 'nobody/no-such-rlla'|needs the 'datasets' package"):
-        TASK.load("train", data_dir="hf:nobody/no-such-rlla:train")
+        TASK.load("train", data_dir="hub:nobody/no-such-rlla:train")
