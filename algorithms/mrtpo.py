@@ -269,7 +269,6 @@ class MRTPOOracle(MRTPO):
     masks from the verdicts (``read_spans``). A verifier that reports no span or reads the whole
     response gives a NaN row: uniform weight, as GDPO."""
 
-    name = "mrtpo-oracle"
     replay_request = ReplayRequest.READ_SPANS
 
     def token_weights(self, batch: RolloutBatch, agg: Aggregate, beta: float) -> tuple[Tensor, Tensor, Tensor]:

@@ -55,7 +55,7 @@ def test_a_composite_whose_reweighter_declares_an_mrtpo_key_is_refused(monkeypat
 
     entry = ALGORITHMS._entries["gdpo"].__class__("clashing", Clashing)
     monkeypatch.setitem(ALGORITHMS._entries, "clashing", entry)
-    with pytest.raises(ConfigError, match="declares beta, which MRTPO declares too"):
+    with pytest.raises(ConfigError, match="declares beta, which mrtpo declares too"):
         get_algorithm("mrtpo+clashing", beta=0.5)
     catalog._composed.pop("mrtpo+clashing", None)
 
