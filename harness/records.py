@@ -133,7 +133,18 @@ def same_configuration(a: dict[str, Any], b: dict[str, Any]) -> bool:
         return True
     from harness.resolved import resolved_config
 
-    return config_identity(resolved_config(a)) == config_identity(resolved_config(b))
+    return config_identity(resolved_config(_filled(a))) == config_identity(resolved_config(_filled(b)))
+
+
+def _filled(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with every field the run config has now (a field added since the record was
+    written takes its default, as the run would); as read when it no longer builds."""
+    from harness.config import ConfigError, from_dict
+
+    try:
+        return json.loads(from_dict(config).to_json())
+    except (ConfigError, TypeError, ValueError):
+        return config
 
 
 def config_fingerprint(cfg: RunConfig) -> str:
@@ -201,6 +212,13 @@ class RunRecord:
         else:
             atomic_write_text(config_path, cfg.to_json() + "\n")
         return rec
+
+    def config_fingerprint(self) -> str:
+        """The fingerprint of the configuration this record holds (``config.json`` less the
+        execution fields), which its checkpoints carry: stable when a resume adds fields the first
+        run's version did not have, or spells its parameters otherwise."""
+        text = json.dumps(config_identity(read_json(self.path / "config.json")), indent=2, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def lock(self) -> None:
         lock_path = self.path / ".lock"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -34,7 +35,6 @@ def slow_step(self, *a, **k):
     return row
 LocalBackend._step = slow_step
 from harness.cli import main
-from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 sys.exit(main(sys.argv[1:]))
 """
 
