@@ -6,11 +6,14 @@ MRTPO-family warm-up is sized to the run, :func:`size_warmup_to_run`), a YAML re
 command-line overrides (``--algo.beta 0.25 --sampling.group_size 4``). The fully resolved
 config is saved with the results as ``config.json`` (``mrbench config show`` prints it as YAML).
 
-Every field carries its one-line description (``setting(..., help=...)``), which
-``mrbench run --help`` lists. Errors name the field: ``optim.lr: expected float, got 'fast'``;
+Every field carries its one-line description and, where it has one, its allowed range
+(``setting(..., help=..., gt=0)``), which ``mrbench run --help`` lists; each section checks its
+ranges in ``__post_init__``, for every backend alike. Errors name the field:
+``optim.lr: expected float, got 'fast'``, ``sampling.temperature: must be > 0, got 0.0``;
 unknown fields list the known ones. Algorithm parameters live in ``algo.params`` and are
 validated by the algorithm's own config dataclass when the run starts (``--algo.beta 0.25`` sets
-``algo.params['beta']``). Backend options: ``backend.local.*`` and ``backend.openrlhf.*`` for the
+``algo.params['beta']``); after pre-flight the runner stores every one of them, defaults filled
+in, so ``config.json`` says what ran. Backend options: ``backend.local.*`` and ``backend.openrlhf.*`` for the
 built-in backends, ``backend.options.<name>.*`` (free-form, checked by that backend) for plugin
 backends.
 """
