@@ -64,11 +64,15 @@ def module_names(root: Path, package: str) -> dict[str, Path]:
 
 
 def imports_of(path: Path, module: str, known: set[str]) -> set[str]:
-    """The modules of ``known`` that ``module`` (at ``path``) imports anywhere in its body; a
-    package's ``__init__`` only where it is imported by name (``from pkg import name``)."""
+    """The modules of ``known`` that ``module`` (at ``path``) imports anywhere in its body (but
+    under ``if TYPE_CHECKING:``); a package's ``__init__`` only where it is imported by name."""
     is_package = path.name == "__init__.py"
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):  # imports for type checkers only do not run
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            node.body = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name in known}
         elif isinstance(node, ast.ImportFrom):

@@ -314,6 +314,7 @@ def check_cells(spec: GridSpec, cells: list[Cell]) -> None:
     runs: dict[str, str] = {}
     for cell in cells:
         config = {k: v for k, v in cell.cfg.to_dict().items() if k != "output"}
+        config["kind"] = getattr(cell, "kind", "train")  # a base cell evaluates the config a training cell trains
         key = json.dumps({k: v for k, v in config.items() if k != "seed"}, sort_keys=True)
         if key not in resolved:
             try:
