@@ -382,8 +382,8 @@ def size_warmup_to_run(cfg: RunConfig) -> None:
 def mrtpo_family_warmup(name: str) -> int | None:
     """The default ``warmup_steps`` of algorithm ``name`` when it is MRTPO or built on it, else None
     (also for a name that is not registered: pre-flight reports that)."""
+    from algorithms.catalog import resolve as resolve_algorithm
     from algorithms.mrtpo import MRTPO
-    from algorithms.registry import resolve as resolve_algorithm
     from mrbench_core.registry import RegistryError, UnknownNameError
 
     try:

@@ -115,6 +115,12 @@ def config_identity(config: dict[str, Any]) -> dict[str, Any]:
         out = json.loads(from_dict(json.loads(json.dumps(config))).to_json())
     except (ConfigError, TypeError, ValueError):
         out = json.loads(json.dumps(config))
+    return without_execution_fields(out)
+
+
+def without_execution_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``config`` less :data:`EXECUTION_FIELDS`, nothing filled in."""
+    out = json.loads(json.dumps(config))
     for path in EXECUTION_FIELDS:
         node = out
         for part in path[:-1]:
@@ -133,18 +139,7 @@ def same_configuration(a: dict[str, Any], b: dict[str, Any]) -> bool:
         return True
     from harness.resolved import resolved_config
 
-    return config_identity(resolved_config(_filled(a))) == config_identity(resolved_config(_filled(b)))
-
-
-def _filled(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with every field the run config has now (a field added since the record was
-    written takes its default, as the run would); as read when it no longer builds."""
-    from harness.config import ConfigError, from_dict
-
-    try:
-        return json.loads(from_dict(config).to_json())
-    except (ConfigError, TypeError, ValueError):
-        return config
+    return config_identity(resolved_config(a)) == config_identity(resolved_config(b))
 
 
 def config_fingerprint(cfg: RunConfig) -> str:
@@ -214,10 +209,11 @@ class RunRecord:
         return rec
 
     def config_fingerprint(self) -> str:
-        """The fingerprint of the configuration this record holds (``config.json`` less the
-        execution fields), which its checkpoints carry: stable when a resume adds fields the first
-        run's version did not have, or spells its parameters otherwise."""
-        text = json.dumps(config_identity(read_json(self.path / "config.json")), indent=2, sort_keys=True)
+        """The fingerprint of the configuration this record holds (``config.json`` as written, less
+        the execution fields; nothing filled in), which its checkpoints carry: stable when a resume
+        runs a version with fields the first run's did not have, or spells its parameters otherwise."""
+        stored = without_execution_fields(read_json(self.path / "config.json"))
+        text = json.dumps(stored, indent=2, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def lock(self) -> None:
