@@ -381,14 +381,16 @@ def size_warmup_to_run(cfg: RunConfig) -> None:
 
 def mrtpo_family_warmup(name: str) -> int | None:
     """The default ``warmup_steps`` of algorithm ``name`` when it is MRTPO or built on it, else None
-    (also for a name that is not registered: pre-flight reports that)."""
-    from algorithms.catalog import resolve as resolve_algorithm
-    from algorithms.mrtpo import MRTPO
+    (also for a name that is not registered: pre-flight reports that; and where the algorithms
+    cannot be imported, without torch, where no run trains: the torch-free tests resolve configs)."""
     from mrbench_core.registry import RegistryError, UnknownNameError
 
     try:
+        from algorithms.catalog import resolve as resolve_algorithm
+        from algorithms.mrtpo import MRTPO
+
         cls = resolve_algorithm(name)
-    except (UnknownNameError, RegistryError):
+    except (UnknownNameError, RegistryError, ImportError):
         return None
     if not (isinstance(cls, type) and issubclass(cls, MRTPO)):
         return None
