@@ -15,8 +15,8 @@ _LAZY = {
     "RolloutBatch": "algorithms.base",
     "ReplayRequest": "algorithms.base",
     "Algorithm": "algorithms.base",
-    "get_algorithm": "algorithms.registry",
-    "list_algorithms": "algorithms.registry",
+    "get_algorithm": "algorithms.catalog",
+    "list_algorithms": "algorithms.catalog",
 }
 
 

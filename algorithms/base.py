@@ -21,7 +21,8 @@ import math
 from abc import ABC
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -142,8 +143,14 @@ class Advantages:
 # configuration
 
 
-def make_config(config_cls: type, algorithm: str, kwargs: Mapping[str, Any]) -> Any:
-    """Build the typed config dataclass, rejecting unknown keys with the list of accepted ones."""
+def make_config(config_cls: type, algorithm: str, kwargs: Mapping[str, Any],
+                renamed: Mapping[str, str] | None = None) -> Any:
+    """Build the typed config dataclass, rejecting unknown keys with the list of accepted ones and
+    a renamed key (``renamed``: old -> new) with its new place."""
+    for old, new in (renamed or {}).items():
+        if old in kwargs:
+            raise ConfigError(f"algorithm {algorithm!r}: {old!r} is now {new!r} (--algo.{new}); "
+                              f"--algo.{old} is another algorithm's parameter")
     accepted = [f.name for f in dataclasses.fields(config_cls)]
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
@@ -322,6 +329,10 @@ class Algorithm(ABC):
     - ``needs_reference``: a frozen copy of the initial policy (OPSD's teacher);
     - ``has_loss``: a loss term of its own (OPSD: ``distillation_loss`` on the teacher replay); its
       coefficient lives in the algorithm's own config, never in the backend's.
+
+    ``name`` is set by the registration (``@ALGORITHMS.register("name")``). Config fields are
+    declared with ``setting(default, help=...)`` from :mod:`mrbench_core.fields`, so that
+    ``mrbench run --algo NAME --help`` describes each one.
     """
 
     name: str = ""
@@ -329,9 +340,11 @@ class Algorithm(ABC):
     config_class: type = object
     needs_reference: bool = False
     has_loss: bool = False
+    #: parameters that were renamed, old name -> new one: refused under the old name with the new place
+    renamed: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def __init__(self, **config: Any):
-        self.config = make_config(self.config_class, self.name, config)
+        self.config = make_config(self.config_class, self.name, config, self.renamed)
 
     def advantages(self, batch: RolloutBatch) -> Advantages:
         """The token advantages [B,T] (float32, zero where ``batch.response_mask`` is False), the

@@ -37,6 +37,7 @@ from algorithms.base import (
 from algorithms.gdpo import GDPO
 from algorithms.grpo import GRPO
 from algorithms.registry import ALGORITHMS
+from mrbench_core.fields import setting
 
 
 @dataclass
@@ -45,15 +46,15 @@ class CoRTConfig:
     schedule; aggregate: "gdpo" or "grpo"; eps, rescale, rescale_eps: passed to that aggregator
     (rescale only for gdpo)."""
 
-    tau: float = 1.0
-    bias: float = 0.0
-    eta: float = 1.0
-    warmup_steps: int = 0
-    ramp_steps: int = 10
-    aggregate: str = "gdpo"
-    eps: float = 1e-6
-    rescale: str = "paper"
-    rescale_eps: float | None = None
+    tau: float = setting(1.0, help="slope of the sigmoid of the log-prob change delta_t")
+    bias: float = setting(0.0, help="centre of that sigmoid")
+    eta: float = setting(1.0, help="strength of the token weighting, in [0, 2) (every weight stays positive)")
+    warmup_steps: int = setting(0, help="steps before the token weighting starts (lambda = 0)")
+    ramp_steps: int = setting(10, help="steps over which lambda then rises linearly to 1")
+    aggregate: str = setting("gdpo", help="the advantage the weights apply to: gdpo or grpo")
+    eps: float = setting(1e-6, help="epsilon of that aggregator's group z-score")
+    rescale: str = setting("paper", help="gdpo's batch rescale: paper, verl, trl or none")
+    rescale_eps: float | None = setting(None, help="epsilon of gdpo's batch rescale; null: the mode's own")
 
     def __post_init__(self) -> None:
         check(self.aggregate in ("gdpo", "grpo"), f"aggregate must be 'gdpo' or 'grpo', got {self.aggregate!r}")
@@ -77,7 +78,6 @@ def cort_weights(delta: Tensor, mask: Tensor, tau: float, bias: float, strength:
 class CoRT(Algorithm):
     """CoRT: token weights from the log-prob change when the rubric is removed, on one advantage."""
 
-    name = "cort"
     replay_request = ReplayRequest.RUBRIC
     config_class = CoRTConfig
 

@@ -48,6 +48,7 @@ from algorithms.base import (
 )
 from algorithms.registry import ALGORITHMS
 from algorithms.weights import WeightsError, normalise_weights, weights_at
+from mrbench_core.fields import setting
 
 RESCALE_MODES = ("paper", "verl", "trl", "none")
 DEFAULT_RESCALE_EPS = {"paper": 1e-6, "verl": 1e-8, "trl": 1e-4, "none": 0.0}
@@ -76,9 +77,11 @@ class AggregateConfig:
     rescale_eps: epsilon of the rescale; None = the mode's default (paper 1e-6, verl 1e-8, trl 1e-4).
     """
 
-    eps: float = 1e-6
-    rescale: str = "paper"
-    rescale_eps: float | None = None
+    eps: float = setting(1e-6, help="epsilon of Eq. 1's per-reward group z-score (GDPO's verl value; TRL: 1e-4)")
+    rescale: str = setting("paper", help="batch rescale of the summed advantage: paper (Eq. 2: S / std_B(S)), "
+                                         "verl, trl or none")
+    rescale_eps: float | None = setting(None, help="epsilon of the batch rescale; null: the mode's own (paper "
+                                                   "1e-6, verl 1e-8, trl 1e-4)")
 
     def __post_init__(self) -> None:
         check(self.rescale in RESCALE_MODES, f"rescale must be one of {RESCALE_MODES}, got {self.rescale!r}")
@@ -171,7 +174,9 @@ class GDPOConfig(AggregateConfig):
     """GDPO: ``weights`` = c_k: a list (one per reward column), or reward name -> number or schedule
     over steps (constant, linear, cosine, step; :mod:`algorithms.weights`); None = all 1."""
 
-    weights: tuple[float, ...] | dict[str, Any] | str | None = None
+    weights: tuple[float, ...] | dict[str, Any] | str | None = setting(
+        None, help="c_k per reward: a list (one per reward column), or reward name -> number or schedule over "
+                   "steps (constant, linear, cosine, step); null: all 1")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -197,7 +202,6 @@ class GDPO(Reweighter):
     token advantage = rescale(S^{(j)}) on every valid token (default S / (std_B(S) + eps)).
     """
 
-    name = "gdpo"
     config_class = GDPOConfig
 
     def aggregate(self, batch: RolloutBatch) -> Aggregate:

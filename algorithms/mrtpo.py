@@ -73,6 +73,7 @@ from algorithms.base import (
 )
 from algorithms.gdpo import GDPO, Aggregate, Reweighter
 from algorithms.registry import ALGORITHMS
+from mrbench_core.fields import setting
 from mrbench_core.seeds import SHUFFLE, stream_seed
 
 
@@ -83,10 +84,13 @@ class MRTPOConfig:
     require_relevance: make a run whose varying rewards can never be replayed an error (by default
     the backend warns and records it: without relevance MRTPO trains as its aggregator)."""
 
-    beta: float = 0.5
-    warmup_steps: int = 10
-    bound: bool = True
-    require_relevance: bool = False
+    beta: float = setting(0.5, help="share of each reward's advantage that follows its token relevance, in [0, 1) "
+                                    "(paper Eq. 6; 0 = GDPO exactly)")
+    warmup_steps: int = setting(10, help="N of the smoothstep warm-up of beta (paper App. D: 10; 0 = none)")
+    bound: bool = setting(True, help="scale the reallocation so each response keeps its advantage's second "
+                                     "moment (paper Eq. 8)")
+    require_relevance: bool = setting(False, help="make a run whose varying rewards can never be replayed an error "
+                                                  "(default: warn, and train as the aggregator)")
 
     def __post_init__(self) -> None:
         check(0.0 <= self.beta < 1.0, f"beta must be in [0, 1), got {self.beta}")
@@ -97,7 +101,7 @@ class MRTPOConfig:
 class MRTPOShuffledConfig(MRTPOConfig):
     """seed: base seed of the per-step permutations."""
 
-    seed: int = 0
+    seed: int = setting(0, help="base seed of the per-step permutations (the shuffle stream)")
 
 
 def relevance_weights(q: Tensor, mask: Tensor, beta: float) -> tuple[Tensor, Tensor]:
@@ -149,7 +153,6 @@ def shuffle_within_valid(w: Tensor, mask: Tensor, generator: torch.Generator) ->
 class MRTPO(Algorithm):
     """MRTPO: per-reward token weights from replay relevance (Eq. 6-8) on GDPO's advantages."""
 
-    name = "mrtpo"
     replay_request = ReplayRequest.LEAVE_ONE_OUT
     config_class = MRTPOConfig
     aggregator_class: type[Reweighter] = GDPO
@@ -234,7 +237,6 @@ class MRTPOJoint(MRTPO):
 
     w_t = (1 - beta_n) + beta_n q_t / qbar, S_t = S w_t, then Eq. 8."""
 
-    name = "mrtpo-joint"
     replay_request = ReplayRequest.JOINT
     per_reward_weights = False
 
@@ -249,7 +251,6 @@ class MRTPOJoint(MRTPO):
 class MRTPOShuffled(MRTPO):
     """mrtpo-shuffled (ablation): MRTPO's weights permuted among each response's valid tokens."""
 
-    name = "mrtpo-shuffled"
     config_class = MRTPOShuffledConfig
 
     def token_weights(self, batch: RolloutBatch, agg: Aggregate, beta: float) -> tuple[Tensor, Tensor, Tensor]:
@@ -268,7 +269,6 @@ class MRTPOOracle(MRTPO):
     masks from the verdicts (``read_spans``). A verifier that reports no span or reads the whole
     response gives a NaN row: uniform weight, as GDPO."""
 
-    name = "mrtpo-oracle"
     replay_request = ReplayRequest.READ_SPANS
 
     def token_weights(self, batch: RolloutBatch, agg: Aggregate, beta: float) -> tuple[Tensor, Tensor, Tensor]:

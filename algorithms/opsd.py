@@ -9,7 +9,7 @@ the student), both [B, T, V] over the student's OWN sampled tokens, plus ``respo
 Loss (generalised Jensen-Shannon divergence of GKD), per valid token, with T = teacher and
 S = student next-token distributions and M = beta T + (1 - beta) S:
 
-    JSD_beta(T || S) = beta KL(T || M) + (1 - beta) KL(S || M),   0 < beta < 1 (default 0.5),
+    JSD_beta(T || S) = beta KL(T || M) + (1 - beta) KL(S || M),   0 < beta < 1 (config ``jsd_beta``, default 0.5),
 
 and by convention (not as limits, which are 0) beta = 0 -> KL(T || S) (forward KL) and
 beta = 1 -> KL(S || T) (reverse KL). The loss is the mean over all valid tokens of the batch,
@@ -23,7 +23,10 @@ RL + distillation variant. ``has_loss`` tells the backend to add :meth:`OPSD.dis
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -32,20 +35,23 @@ from algorithms.base import Advantages, Algorithm, ReplayRequest, RolloutBatch, 
 from algorithms.grpo import GRPO
 from algorithms.registry import ALGORITHMS
 from algorithms.relevance import LOGPROB_FLOOR, default_chunk_size
+from mrbench_core.fields import setting
 
 
 @dataclass
 class OPSDConfig:
-    """beta: JSD mixing weight in [0, 1]; loss_coef: multiplier of the loss; advantage: "none" or
-    "grpo"; chunk_size: positions per chunk of the loss (None = automatic)."""
+    """jsd_beta: the generalised JSD's mixing weight in [0, 1] (``beta`` before; ``--algo.beta`` is
+    MRTPO's); loss_coef: multiplier of the loss; advantage: "none" or "grpo"; chunk_size:
+    positions per chunk of the loss (None = automatic)."""
 
-    beta: float = 0.5
-    loss_coef: float = 1.0
-    advantage: str = "none"
-    chunk_size: int | None = None
+    jsd_beta: float = setting(0.5, help="mixing weight of the generalised Jensen-Shannon divergence, in [0, 1] "
+                                        "(0: forward KL, 1: reverse KL)")
+    loss_coef: float = setting(1.0, help="multiplier of the distillation loss")
+    advantage: str = setting("none", help="none (pure distillation) or grpo (adds GRPO's advantages)")
+    chunk_size: int | None = setting(None, help="positions per chunk of the loss; null: automatic")
 
     def __post_init__(self) -> None:
-        check(0.0 <= self.beta <= 1.0, f"beta must be in [0, 1], got {self.beta}")
+        check(0.0 <= self.jsd_beta <= 1.0, f"jsd_beta must be in [0, 1], got {self.jsd_beta}")
         check(self.advantage in ("none", "grpo"), f"advantage must be 'none' or 'grpo', got {self.advantage!r}")
         check(self.chunk_size is None or self.chunk_size >= 1, "chunk_size must be >= 1")
 
@@ -71,11 +77,11 @@ def generalized_jsd(student_logits: Tensor, teacher_logits: Tensor, beta: float)
 class OPSD(Algorithm):
     """OPSD: generalised JSD between a privileged teacher and the student on the student's samples."""
 
-    name = "opsd"
     replay_request = ReplayRequest.TEACHER
     config_class = OPSDConfig
     needs_reference = True
     has_loss = True
+    renamed: ClassVar[Mapping[str, str]] = MappingProxyType({"beta": "jsd_beta"})
 
     def advantages(self, batch: RolloutBatch) -> Advantages:
         mask = batch.response_mask
@@ -83,7 +89,7 @@ class OPSD(Algorithm):
             adv = GRPO().token_advantages(batch)
         else:
             adv = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
-        return Advantages(adv, {"opsd_beta": self.config.beta, "loss_coef": self.config.loss_coef})
+        return Advantages(adv, {"opsd_beta": self.config.jsd_beta, "loss_coef": self.config.loss_coef})
 
     def distillation_loss(self, student_logits: Tensor, teacher_logits: Tensor, response_mask: Tensor) -> Tensor:
         """loss_coef * mean over valid tokens of JSD_beta(teacher || student); a scalar with grad."""
@@ -104,6 +110,6 @@ class OPSD(Algorithm):
         for i in range(0, student.shape[0], step):
             rows = weight[i:i + step]
             if bool(rows.any()):
-                total = total + (generalized_jsd(student[i:i + step], teacher[i:i + step], self.config.beta)
+                total = total + (generalized_jsd(student[i:i + step], teacher[i:i + step], self.config.jsd_beta)
                                  * rows).sum()
         return self.config.loss_coef * total / count

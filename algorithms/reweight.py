@@ -18,6 +18,7 @@ from torch import Tensor
 from algorithms.base import RolloutBatch, check, group_stats
 from algorithms.gdpo import Aggregate, AggregateConfig, Reweighter
 from algorithms.registry import ALGORITHMS
+from mrbench_core.fields import setting
 
 
 def _ones(batch: RolloutBatch) -> tuple[Tensor, Tensor]:
@@ -46,9 +47,11 @@ class SAWConfig(AggregateConfig):
     +3 on the [-3,3] correctness reward, and no shift for rewards in [0, ...] or undeclared ones.
     shift_from_ranges: False turns that default off. cv_eps: 1e-8 in both CV and normalisation."""
 
-    cv_shift: tuple[float, ...] | None = None
-    shift_from_ranges: bool = True
-    cv_eps: float = 1e-8
+    cv_shift: tuple[float, ...] | None = setting(None, help="per-reward constant added before the coefficient of "
+                                                           "variation; null: from the declared reward ranges")
+    shift_from_ranges: bool = setting(True, help="shift a reward that can be negative by -low (the public SAW "
+                                                 "code's +3 on [-3, 3]); false: no default shift")
+    cv_eps: float = setting(1e-8, help="epsilon of the coefficient of variation and of its normalisation")
 
 
 @ALGORITHMS.register("saw")
@@ -63,7 +66,6 @@ class SAW(Reweighter):
     and the GDPO batch rescale.
     """
 
-    name = "saw"
     config_class = SAWConfig
 
     def reward_weights(self, batch: RolloutBatch) -> Tensor:
@@ -101,7 +103,7 @@ class SAW(Reweighter):
 class DARAConfig(AggregateConfig):
     """cap: the largest boost lambda_k of a sparse reward's positive advantages."""
 
-    cap: float = 3.0
+    cap: float = setting(3.0, help="largest boost lambda_k of a sparse reward's positive advantages (>= 1)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -118,7 +120,6 @@ class DARA(Reweighter):
     d_k = 0 (its advantages are 0 anyway). Contribution: A_k + (lambda_k - 1) * max(A_k, 0).
     """
 
-    name = "dara"
     config_class = DARAConfig
 
     def densities(self, batch: RolloutBatch) -> Tensor:
@@ -145,8 +146,8 @@ class DARA(Reweighter):
 class DVAOConfig(AggregateConfig):
     """DVAO uses eps 1e-8 and no batch rescale by default."""
 
-    eps: float = 1e-8
-    rescale: str = "none"
+    eps: float = setting(1e-8, help="epsilon of the per-reward group z-score (DVAO: 1e-8)")
+    rescale: str = setting("none", help="batch rescale of the summed advantage (DVAO: none); paper, verl, trl")
 
 
 @ALGORITHMS.register("dvao")
@@ -160,7 +161,6 @@ class DVAO(Reweighter):
     no reward varies gets 0. Default: no batch rescale.
     """
 
-    name = "dvao"
     config_class = DVAOConfig
 
     def aggregate(self, batch: RolloutBatch) -> Aggregate:
@@ -184,8 +184,9 @@ class GD2POConfig(AggregateConfig):
     """sign_tol: |A_k| <= sign_tol counts as no sign. Default rescale: whitening over the kept
     responses ("trl": (S - mean) / (std + 1e-4))."""
 
-    rescale: str = "trl"
-    sign_tol: float = 0.0
+    rescale: str = setting("trl", help="batch rescale over the kept responses (GD2PO: trl whitening); paper, "
+                                       "verl, none")
+    sign_tol: float = setting(0.0, help="|A_k| at or below this counts as no sign")
 
 
 @ALGORITHMS.register("gd2po")
@@ -199,7 +200,6 @@ class GD2PO(Reweighter):
     Dropped responses get 0.
     """
 
-    name = "gd2po"
     config_class = GD2POConfig
 
     def aggregate(self, batch: RolloutBatch) -> Aggregate:
@@ -221,9 +221,11 @@ class SAMRPOConfig(AggregateConfig):
     """alpha: the largest discount (a saturated reward keeps weight 1 - alpha).
     low / high: per-reward ranges for the saturation; None = the batch's observed min / max."""
 
-    alpha: float = 0.5
-    low: tuple[float, ...] | None = None
-    high: tuple[float, ...] | None = None
+    alpha: float = setting(0.5, help="largest discount, in [0, 1]: a saturated reward keeps weight 1 - alpha")
+    low: tuple[float, ...] | None = setting(None, help="per-reward lower ends of the saturation; null: the batch's "
+                                                       "observed min")
+    high: tuple[float, ...] | None = setting(None, help="per-reward upper ends of the saturation; null: the "
+                                                        "batch's observed max")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -240,7 +242,6 @@ class SAMRPO(Reweighter):
     A reward most responses already earn gets less weight than one still being learnt.
     """
 
-    name = "sa-mrpo"
     config_class = SAMRPOConfig
 
     def reward_weights(self, batch: RolloutBatch) -> Tensor:

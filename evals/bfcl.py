@@ -244,7 +244,6 @@ def markdown_table(summary: dict[str, Any]) -> str:
 class BFCLv4Evaluator(Evaluator):
     """BFCL-v4 single-turn AST accuracy (non-live and live), prompts in the RLLA tool-call format."""
 
-    name = "bfcl-v4"
     task = "toolcall"
     max_new_tokens = 1024
     prediction_formats = ("jsonl", "bfcl-result")

@@ -139,7 +139,6 @@ class _InstructionListEvaluator(Evaluator):
 class IFEvalEvaluator(_InstructionListEvaluator):
     """IFEval (541 prompts): strict/loose prompt- and instruction-level accuracy."""
 
-    name = "ifeval"
     folder = "ifeval"
     filename = "input_data.jsonl"
 
@@ -148,7 +147,6 @@ class IFEvalEvaluator(_InstructionListEvaluator):
 class IFBenchEvaluator(_InstructionListEvaluator):
     """IFBench (300 prompts, 58 constraint types): strict/loose prompt- and instruction-level accuracy."""
 
-    name = "ifbench"
     folder = "ifbench"
     filename = "IFBench_test.jsonl"
 
@@ -166,7 +164,6 @@ def _muldimif_module() -> Any:
 class MulDimIFEvaluator(Evaluator):
     """MulDimIF (1,200 prompts): accuracy (all constraints of a prompt hold)."""
 
-    name = "muldimif"
     task = "ifollow"
     max_new_tokens = 1280
 

@@ -25,7 +25,6 @@ DEFAULT_CASES = 200
 class IFollowHeldoutEvaluator(Evaluator):
     """Held-out generated multi-constraint prompts (no data files needed; the main job's evaluation)."""
 
-    name = "ifollow-heldout"
     task = "ifollow"
     max_new_tokens = 256
 

@@ -72,7 +72,6 @@ HOW_TO_CONFIGURE = (
 class AdvancedIFEvaluator(Evaluator):
     """AdvancedIF-style rubric grading through a configured judge."""
 
-    name = "advancedif"
     task = "ifollow"
     max_new_tokens = 1280
 

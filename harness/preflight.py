@@ -44,7 +44,7 @@ class Plan:
 
 
 def fitting_algorithms(task: Any) -> list[str]:
-    from algorithms.registry import list_algorithms, resolve
+    from algorithms.catalog import list_algorithms, resolve
 
     kinds = task.supported_replays()
     return [n for n in list_algorithms() if ReplayRequest(resolve(n).replay_request) in kinds]
@@ -102,7 +102,7 @@ def preflight(cfg: Any, environment: bool = True) -> Plan:
     ``environment=False`` (a dry run) skips what only training needs: the backend's
     :meth:`~harness.backends.base.Backend.missing` check of this machine."""
     from algorithms.base import ConfigError
-    from algorithms.registry import get_algorithm
+    from algorithms.catalog import get_algorithm
     from harness.backends import BACKENDS
     from harness.loggers import LoggerError, check_loggers
     from tasks.registry import make_task

@@ -2,10 +2,13 @@
 
 Layout: ``results/<task>/<algorithm>/<model-slug>/seed<N>/`` holding
 
-- ``config.json``      the fully resolved :class:`harness.config.RunConfig`
-- ``provenance.json``  git commit (and whether the tree was dirty), package and library versions,
-                       task version, data hash, seed, host, start and end time, status (running,
-                       finished, failed, interrupted)
+- ``config.json``      what ran: the fully resolved :class:`harness.config.RunConfig`, the algorithm's
+                       parameters included (``algo.params`` holds every field, defaults filled in;
+                       records written before that hold the parameters as given, and compare by
+                       their resolved values: :func:`same_configuration`)
+- ``provenance.json``  what is not configuration: git commit (and whether the tree was dirty), package
+                       and library versions, task version, data hash, seed, host, start and end time,
+                       status (running, finished, failed, interrupted)
 - ``metrics.jsonl``    one JSON object per training step (key ``step``, 1-based, strictly increasing)
 - ``samples.jsonl``    a few sampled responses per step with their rewards
 - ``eval.json``        end-of-run benchmark results
@@ -112,6 +115,12 @@ def config_identity(config: dict[str, Any]) -> dict[str, Any]:
         out = json.loads(from_dict(json.loads(json.dumps(config))).to_json())
     except (ConfigError, TypeError, ValueError):
         out = json.loads(json.dumps(config))
+    return without_execution_fields(out)
+
+
+def without_execution_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``config`` less :data:`EXECUTION_FIELDS`, nothing filled in."""
+    out = json.loads(json.dumps(config))
     for path in EXECUTION_FIELDS:
         node = out
         for part in path[:-1]:
@@ -119,6 +128,18 @@ def config_identity(config: dict[str, Any]) -> dict[str, Any]:
         if isinstance(node, dict):
             node.pop(path[-1], None)
     return out
+
+
+def same_configuration(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two config dicts compute the same run: equal once the algorithm's parameters are
+    resolved (an explicit default equals an omitted one; records written before ``config.json``
+    stored resolved parameters compare by their effective values) and :data:`EXECUTION_FIELDS`
+    are dropped."""
+    if config_identity(a) == config_identity(b):
+        return True
+    from harness.resolved import resolved_config
+
+    return config_identity(resolved_config(a)) == config_identity(resolved_config(b))
 
 
 def config_fingerprint(cfg: RunConfig) -> str:
@@ -174,15 +195,26 @@ class RunRecord:
         config_path = rec.path / "config.json"
         if config_path.exists():
             old = read_json(config_path)
-            if config_identity(old) != config_identity(json.loads(cfg.to_json())):
+            if not same_configuration(old, json.loads(cfg.to_json())):
                 rec.unlock()
                 raise RecordError(
                     f"{rec.path}: holds a record of a different configuration; choose another "
                     f"--output.dir or remove the directory"
                 )
+            # resuming: the run continues with the first run's spelling of its parameters (a record
+            # written before config.json stored resolved ones keeps its checkpoint's fingerprint)
+            cfg.algo.params = dict(old.get("algo", {}).get("params") or {})
         else:
             atomic_write_text(config_path, cfg.to_json() + "\n")
         return rec
+
+    def config_fingerprint(self) -> str:
+        """The fingerprint of the configuration this record holds (``config.json`` as written, less
+        the execution fields; nothing filled in), which its checkpoints carry: stable when a resume
+        runs a version with fields the first run's did not have, or spells its parameters otherwise."""
+        stored = without_execution_fields(read_json(self.path / "config.json"))
+        text = json.dumps(stored, indent=2, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def lock(self) -> None:
         lock_path = self.path / ".lock"

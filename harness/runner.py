@@ -57,6 +57,12 @@ def finished_eval(rec: RunRecord) -> dict[str, Any]:
         return {}
 
 
+def record_what_runs(cfg: RunConfig, plan: Any) -> None:
+    """Write the algorithm's resolved parameters (every default filled in) into ``cfg``, so that
+    ``config.json`` says what ran and an explicit default is the same configuration as an omitted one."""
+    cfg.algo.params = plan.algorithm.config_dict()
+
+
 def dry_run(cfg: RunConfig) -> int:
     """Pre-flight without the machine check, then print what would run (:mod:`harness.run_plan`: steps,
     batch, beta per step, benchmarks, an expected time) and what the backend would launch; trains
@@ -66,6 +72,7 @@ def dry_run(cfg: RunConfig) -> int:
     except PreflightError as exc:
         print(f"mrbench run: {exc}", file=sys.stderr)
         return 2
+    record_what_runs(cfg, plan)
     from harness.run_plan import describe
 
     print(describe(cfg, plan))
@@ -93,6 +100,7 @@ def run(cfg: RunConfig) -> int:
     except PreflightError as exc:
         print(f"mrbench run: {exc}", file=sys.stderr)
         return 2
+    record_what_runs(cfg, plan)
     try:
         rec = RunRecord.open(cfg)
     except RecordError as exc:

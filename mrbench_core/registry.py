@@ -62,6 +62,7 @@ class Entry:
     target: Any = _UNSET  # the object; a "module:attr" string for a plugin entry point
     module: str | None = None  # built-in placeholder: importing this module registers the name
     description: str = ""
+    spec: str | None = None  # built-in placeholder: the "module:attr" the lazy row names
 
     @property
     def resolved(self) -> bool:
@@ -84,31 +85,53 @@ def first_doc_line(obj: Any) -> str:
     return doc.splitlines()[0].strip() if doc else ""
 
 
-class Registry:
-    """Names of one kind -> objects; see the module docstring."""
+def spec_of(obj: Any) -> str:
+    """``"module:qualname"`` of a class or function: how a lazy row names it."""
+    return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__qualname__)}"
 
-    def __init__(self, kind: str, entry_point_group: str | None = None):
+
+class Registry:
+    """Names of one kind -> objects; see the module docstring.
+
+    ``base`` (``"module:Class"``, imported only when a class is registered) is the class every
+    registered class must derive from; a class's ``name`` attribute is set to its registered
+    name, or checked against it where the class sets its own.
+    """
+
+    def __init__(self, kind: str, entry_point_group: str | None = None, base: str | None = None):
         self.kind = kind
         self.entry_point_group = entry_point_group
+        self.base = base
         self._entries: dict[str, Entry] = {}
         self._plugins_loaded = entry_point_group is None
 
     # -- registration -------------------------------------------------------------------
-    def lazy(self, name: str, module: str) -> None:
-        """Declare that importing ``module`` registers ``name`` (a built-in, looked up lazily)."""
+    def lazy(self, name: str, spec: str) -> None:
+        """Declare that importing ``spec``'s module registers ``name`` as ``spec``'s object
+        (``"algorithms.gdpo:GDPO"``; a built-in, looked up lazily)."""
         self._check_name(name)
+        if ":" not in spec:
+            raise RegistryError(f"{self.kind} {name!r}: the lazy row {spec!r} must name the object, "
+                                f"'package.module:Object'")
         if name in self._entries:
             raise RegistryError(f"{self.kind} {name!r} is already registered")
-        self._entries[name] = Entry(name, module=module)
+        self._entries[name] = Entry(name, module=spec.split(":", 1)[0], spec=spec)
 
     def add(self, name: str, target: Any, description: str = "") -> None:
-        """Register ``target`` (an object, or a lazy ``"module:attr"`` string) under ``name``."""
+        """Register ``target`` (an object, or a lazy ``"module:attr"`` string) under ``name``.
+
+        A built-in's lazy row must name ``target`` (module and qualified name); a class defined in
+        a module that holds other built-ins needs a row of its own; a class's ``name`` attribute
+        is set to ``name`` or must already equal it; ``base`` is checked."""
         self._check_name(name)
         entry = self._entries.get(name)
         if entry is not None and not (entry.module is not None and entry.target is _UNSET):
             raise RegistryError(f"{self.kind} {name!r} is already registered")
+        if not isinstance(target, str):
+            self._check_target(name, target, entry)
         module = entry.module if entry is not None else None
-        self._entries[name] = Entry(name, target, module, description)
+        spec = entry.spec if entry is not None else None
+        self._entries[name] = Entry(name, target, module, description, spec)
 
     def register(self, name: str, description: str = "") -> Callable[[Any], Any]:
         """Decorator form of :meth:`add`, used at the definition."""
@@ -122,6 +145,29 @@ class Registry:
     def _check_name(self, name: Any) -> None:
         if not isinstance(name, str) or not name:
             raise RegistryError(f"{self.kind} names must be non-empty strings, got {name!r}")
+
+    def _check_target(self, name: str, target: Any, entry: Entry | None) -> None:
+        where = spec_of(target)
+        if entry is not None and entry.spec is not None and entry.spec != where:
+            raise RegistryError(f"{self.kind} {name!r}: the lazy row names {entry.spec!r}, but {where} "
+                                f"registers it; make them agree")
+        if entry is None and isinstance(target, type):
+            rows = [e.name for e in self._entries.values() if e.module == target.__module__ and e.spec]
+            if rows:
+                raise RegistryError(f"{self.kind} {name!r}: {where} registers it in a built-in module "
+                                    f"(rows: {', '.join(rows)}) without a lazy row of its own; add "
+                                    f"{name!r}: {where!r} to the table")
+        if isinstance(target, type):
+            if self.base is not None:
+                base = import_target(self.base)
+                if not issubclass(target, base):
+                    raise RegistryError(f"{self.kind} {name!r}: {where} is not a subclass of {self.base}")
+            if hasattr(target, "name"):
+                own = target.__dict__.get("name")
+                if own and own != name:
+                    raise RegistryError(f"{self.kind} {name!r}: {where} says its name is {own!r}; "
+                                        f"drop its name attribute (registration sets it) or make them agree")
+                target.name = name
 
     # -- plugins --------------------------------------------------------------------------
     def _load_plugins(self) -> None:
@@ -160,7 +206,9 @@ class Registry:
         source = entry.target if isinstance(entry.target, str) else entry.module
         try:
             if isinstance(entry.target, str):
-                entry.target = import_target(entry.target)
+                target = import_target(entry.target)
+                self._check_target(name, target, None)
+                entry.target = target
             else:
                 importlib.import_module(entry.module or "")
         except (ImportError, AttributeError) as exc:

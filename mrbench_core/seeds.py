@@ -12,6 +12,7 @@ The built-in purposes:
 - ``train-prompts``, ``dev-prompts``, ``heldout-prompts``: generated examples of a task's
   training, validation and held-out (evaluation) splits;
 - ``data-order``: the epoch-wise permutation of the training examples (index: the epoch);
+- ``data-sample``: which rows a task keeps under ``task.limit`` (a seeded sample, kept in file order);
 - ``sampling``: the rollout sampler (index: the training step);
 - ``shuffle``: random permutations inside an algorithm (index: the training step).
 
@@ -26,10 +27,11 @@ TRAIN_PROMPTS = "train-prompts"
 DEV_PROMPTS = "dev-prompts"
 HELDOUT_PROMPTS = "heldout-prompts"
 DATA_ORDER = "data-order"
+DATA_SAMPLE = "data-sample"
 SAMPLING = "sampling"
 SHUFFLE = "shuffle"
 
-BUILTIN_PURPOSES = (TRAIN_PROMPTS, DEV_PROMPTS, HELDOUT_PROMPTS, DATA_ORDER, SAMPLING, SHUFFLE)
+BUILTIN_PURPOSES = (TRAIN_PROMPTS, DEV_PROMPTS, HELDOUT_PROMPTS, DATA_ORDER, DATA_SAMPLE, SAMPLING, SHUFFLE)
 
 
 def stream_key(purpose: str, seed: int, *index: int) -> str:

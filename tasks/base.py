@@ -165,6 +165,12 @@ class Task(ABC):
         map them to a stable family (``punctuation:no_comma``)."""
         return reward
 
+    @classmethod
+    def report_group(cls, family: str) -> str:
+        """The curve of ``mrbench report`` a logged reward family (:meth:`reward_family`) belongs to
+        (default: its own). Called on the class, without building the task."""
+        return family
+
     def reward_specs(self) -> list[RewardSpec]:
         """Every reward this task can emit (names may be patterns for variable-K tasks)."""
         return []

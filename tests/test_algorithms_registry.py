@@ -30,14 +30,14 @@ def test_looking_names_up_does_not_import_torch() -> None:
 
 
 def test_every_algorithm_has_a_description() -> None:
-    from algorithms.registry import describe_algorithms
+    from algorithms.catalog import describe_algorithms
 
     described = dict(describe_algorithms())
     assert set(DESIGN_NAMES) <= set(described) and all(described.values()), described
 
 
 def test_composites_are_derived_from_registered_reweighters(monkeypatch) -> None:
-    from algorithms import registry
+    from algorithms import catalog, registry
     from algorithms.gdpo import GDPO
     from algorithms.mrtpo import MRTPO
 
@@ -51,7 +51,7 @@ def test_composites_are_derived_from_registered_reweighters(monkeypatch) -> None
     assert "mrtpo+halved" in list_algorithms()
     algo = get_algorithm("mrtpo+halved", beta=0.5)
     assert isinstance(algo, MRTPO) and algo.aggregator_class is Halved and algo.name == "mrtpo+halved"
-    registry._composed.pop("mrtpo+halved", None)
+    catalog._composed.pop("mrtpo+halved", None)
 
 
 @pytest.mark.parametrize("name", DESIGN_NAMES)

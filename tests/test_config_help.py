@@ -60,6 +60,9 @@ def test_config_show_prints_the_recorded_config_as_yaml(tmp_path, capsys):
     assert "  lr: 2.0e-06" in out.splitlines()
     shown = yaml.safe_load(out)
     cfg = resolve("toolcall-paper", [("optim.lr", "2e-6"), ("seed", "3"), ("output.dir", str(tmp_path / "r"))])
+    from harness.resolved import resolved_params
+
+    cfg.algo.params = resolved_params(cfg.algo.name, cfg.algo.params)  # as the runner records it
     rec = RunRecord.open(cfg)
     try:
         assert shown == json.loads((rec.path / "config.json").read_text())
@@ -84,6 +87,7 @@ def test_config_show_takes_the_run_shortcuts(capsys):
     assert cli.main(["config", "show", "--task", "toolcall", "--algo", "gdpo", "--model", "m", "--backend", "local",
                      "--seed", "5", "--algo.eps", "0.01", "--backend.local.threads", "1"]) == 0
     shown = yaml.safe_load(capsys.readouterr().out)
-    assert (shown["task"]["name"], shown["algo"], shown["model"]["name"], shown["seed"]) == (
-        "toolcall", {"name": "gdpo", "params": {"eps": 0.01}}, "m", 5)
+    assert (shown["task"]["name"], shown["algo"]["name"], shown["model"]["name"], shown["seed"]) == (
+        "toolcall", "gdpo", "m", 5)
+    assert shown["algo"]["params"]["eps"] == 0.01 and shown["algo"]["params"]["rescale"] == "paper"  # resolved
     assert shown["backend"]["name"] == "local" and shown["backend"]["local"]["threads"] == 1

@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import ToyTask, tiny_config
 
 from harness import cli

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from text2sql_fixtures import answer, make_db
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import ToyTask, tiny_config
 
 from harness import cli
@@ -66,7 +67,7 @@ def test_resume_drops_rows_after_the_checkpoint_and_zero_turns_logging_off(tmp_p
     assert all(e["q"] is None and e["w"] is None for r in rows for e in r["rewards"])  # GDPO: no relevance
     off = _train(tiny_config(str(tmp_path / "off"), "gdpo", output__credit_groups=0))
     assert not store.credit_path(off.path).exists()
-    with pytest.raises(ValueError, match="credit_groups must be >= 0"):
+    with pytest.raises(ValueError, match="credit_groups: must be >= 0"):
         _train(tiny_config(str(tmp_path / "bad"), "gdpo", output__credit_groups=-1))
 
 

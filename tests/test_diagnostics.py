@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
 from algorithms import RolloutBatch, get_algorithm
 from algorithms.diagnostics import batch_diagnostics, name_index, reward_contributions, top_mass_share

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tasks.ifollow.template import (
     ConstrainedPrompt,
     removed_text,
@@ -9,6 +11,8 @@ from tasks.ifollow.template import (
     without_all,
     without_constraint,
 )
+
+pytestmark = pytest.mark.torchfree  # runs where torch is not installed (.ci/run)
 
 BASE = "Write about tea."
 S = ["Use no commas.", "Add a <<title>>.", "End with Bye."]

@@ -14,6 +14,8 @@ from tasks.ifollow.template import removed_text, render_prompt
 from tasks.ifollow.witness import find_witness
 from tasks.registry import TASKS
 
+pytestmark = pytest.mark.torchfree  # runs where torch is not installed (.ci/run)
+
 IFEVAL_ROW = {
     "key": 7,
     "prompt": "Write about cats. Do not use commas. Give it a <<title>>.",

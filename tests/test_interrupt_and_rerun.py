@@ -8,6 +8,7 @@ import os
 import signal
 
 import pytest
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import register
 
 from harness.backends.local import LocalBackend

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import ToyTask, tiny_config
 
 from harness.backends.local import LocalBackend

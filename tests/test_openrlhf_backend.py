@@ -49,7 +49,6 @@ def _cfg(*overrides):
     ([("algo", "mrtpo-joint"), ("backend.openrlhf.tensor_parallel", "2")], "tensor_parallel=2 cannot follow"),
     ([("algo", "mrtpo"), ("backend.openrlhf.async_rollouts", "true")], "async_rollouts the actors have moved on"),
     ([("model", "tiny-random")], "exists only in memory"),
-    ([("sampling.temperature", "0")], "sampling.temperature must be > 0"),
     ([("optim.mini_batches", "3")], "must divide the 16 samples"),
     ([("backend.openrlhf.gpus_per_node", "8")], "micro_batch_size=4 on each of the 8 data-parallel"),
     ([("backend.openrlhf.gpus_per_node", "2"), ("backend.openrlhf.vllm_engines", "1")], "set vllm_engines to 2"),

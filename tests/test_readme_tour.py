@@ -30,6 +30,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -3,6 +3,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.torchfree
+
 from mrbench_core.registry import Registry, RegistryError, UnknownNameError
 
 
@@ -35,14 +37,14 @@ def test_lazy_entry_imports_on_first_get():
 
 
 def test_registration_at_the_definition_through_a_module_index(tmp_path, monkeypatch):
-    """``lazy(name, module)`` says where a built-in lives; its ``@register`` runs on first lookup,
+    """``lazy(name, "module:Object")`` says where a built-in lives; its ``@register`` runs on first lookup,
     and the description is the first line of the docstring, written once."""
     (tmp_path / "widget_defs.py").write_text(
         "from tests_widget_registry import WIDGETS\n\n"
         "@WIDGETS.register('gear')\nclass Gear:\n    \"\"\"A toothed wheel.\n\n    More text.\"\"\"\n")
     (tmp_path / "tests_widget_registry.py").write_text(
         "from mrbench_core.registry import Registry\nWIDGETS = Registry('widget')\n"
-        "WIDGETS.lazy('gear', 'widget_defs')\nWIDGETS.lazy('ghost', 'widget_defs')\n")
+        "WIDGETS.lazy('gear', 'widget_defs:Gear')\nWIDGETS.lazy('ghost', 'widget_defs:Ghost')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import importlib
 
@@ -98,3 +100,51 @@ def test_importing_harness_imports_no_torch():
            "print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def _widget_package(tmp_path, monkeypatch, defs: str, rows: str, name: str):
+    (tmp_path / f"{name}_defs.py").write_text(f"from {name}_registry import WIDGETS\n\n" + defs)
+    (tmp_path / f"{name}_registry.py").write_text(
+        "from mrbench_core.registry import Registry\n"
+        f"WIDGETS = Registry('widget', base='{name}_base:Widget')\n" + rows)
+    (tmp_path / f"{name}_base.py").write_text("class Widget:\n    name = ''\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    return importlib.import_module(f"{name}_registry").WIDGETS
+
+
+def test_registration_sets_the_class_name(tmp_path, monkeypatch):
+    widgets = _widget_package(tmp_path, monkeypatch, "from w1_base import Widget\n\n"
+                              "@WIDGETS.register('gear')\nclass Gear(Widget):\n    pass\n",
+                              "WIDGETS.lazy('gear', 'w1_defs:Gear')\n", "w1")
+    assert widgets.get("gear").name == "gear"
+
+
+@pytest.mark.parametrize("defs, rows, message", [
+    # the row names another object than the decorated one
+    ("from w2_base import Widget\n\n@WIDGETS.register('gear')\nclass Cog(Widget):\n    pass\n",
+     "WIDGETS.lazy('gear', 'w2_defs:Gear')\n", "the lazy row names 'w2_defs:Gear', but w2_defs:Cog registers it"),
+    # the class says another name than its registration
+    ("from w2_base import Widget\n\n@WIDGETS.register('gear')\nclass Gear(Widget):\n    name = 'cog'\n",
+     "WIDGETS.lazy('gear', 'w2_defs:Gear')\n", "says its name is 'cog'"),
+    # a decorated built-in without a row (found on the first lookup of its module's other names)
+    (("from w2_base import Widget\n\n@WIDGETS.register('gear')\nclass Gear(Widget):\n    pass\n\n"
+      "@WIDGETS.register('forgot-row')\nclass ForgotRow(Widget):\n    pass\n"),
+     "WIDGETS.lazy('gear', 'w2_defs:Gear')\n", "'forgot-row': w2_defs:ForgotRow registers it in a built-in module"),
+    # not a subclass of the registry's base class
+    ("@WIDGETS.register('gear')\nclass Gear:\n    name = ''\n",
+     "WIDGETS.lazy('gear', 'w2_defs:Gear')\n", "is not a subclass of w2_base:Widget"),
+])
+def test_registration_refuses_disagreement(tmp_path, monkeypatch, defs, rows, message):
+    sys.modules.pop("w2_defs", None)
+    sys.modules.pop("w2_registry", None)
+    widgets = _widget_package(tmp_path, monkeypatch, defs, rows, "w2")
+    with pytest.raises(RegistryError, match="cannot import|" + message) as err:
+        widgets.get("gear")
+    assert message in str(err.value)
+
+
+def test_a_lazy_row_must_name_the_object():
+    with pytest.raises(RegistryError, match="must name the object"):
+        Registry("widget").lazy("gear", "widget_defs")

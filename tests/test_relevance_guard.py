@@ -4,6 +4,7 @@ provenance) instead of silently training as GDPO; ``require_relevance`` makes it
 from __future__ import annotations
 
 import pytest
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import ToyTask, tiny_config
 
 from harness.backends.local import LocalBackend

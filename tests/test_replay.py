@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import ToyTask
 
 from harness.backends.rollout import Rollout

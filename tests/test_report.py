@@ -64,8 +64,8 @@ def _rows(out):
 
 def test_tables_hold_means_intervals_best_and_paired_comparisons(report):
     data, bench, train = _rows(report)
-    assert set(bench) == {"gdpo", "grpo", "mrtpo (beta=default)", "mrtpo (beta=0.25)"}
-    mrtpo = bench["mrtpo (beta=default)"]["cells"]["bfcl-v4/overall"]
+    assert set(bench) == {"gdpo", "grpo", "mrtpo (beta=0.5)", "mrtpo (beta=0.25)"}
+    mrtpo = bench["mrtpo (beta=0.5)"]["cells"]["bfcl-v4/overall"]
     assert mrtpo["n"] == 3 and mrtpo["mean"] == pytest.approx(0.6067, abs=1e-3) and mrtpo["best"]
     assert mrtpo["ci"][0] <= mrtpo["mean"] <= mrtpo["ci"][1] and 0.59 <= mrtpo["ci"][0] < mrtpo["ci"][1] <= 0.63 + 1e-9
     vs = mrtpo["vs_baseline"]
@@ -80,15 +80,15 @@ def test_tables_hold_means_intervals_best_and_paired_comparisons(report):
     assert bench["gdpo"]["is_baseline"] and "vs_baseline" not in bench["gdpo"]["cells"]["bfcl-v4/overall"]
     assert not bench["gdpo"]["cells"]["bfcl-v4/overall"]["best"]
     assert "bfcl-v4/n_cases" not in bench["gdpo"]["cells"]  # counts are not results
-    assert train["mrtpo (beta=default)"]["cells"]["format"]["mean"] == pytest.approx(1.0)
+    assert train["mrtpo (beta=0.5)"]["cells"]["format"]["mean"] == pytest.approx(1.0)
     assert any("not finished" in p for p in data["left_out"])
 
 
 def test_steps_to_threshold_from_the_baseline_final_value_or_a_fixed_threshold(report, tmp_path):
     data, _, _ = _rows(report)
     th = {r["label"]: r for r in data["tasks"]["toolcall"]["steps_to_threshold"]["rows"]}
-    assert th["mrtpo (beta=default)"]["target"]["format"] == pytest.approx(0.8)
-    assert th["mrtpo (beta=default)"]["first_step"]["format"] == 6  # 0.14 * 6 = 0.84 >= 0.8
+    assert th["mrtpo (beta=0.5)"]["target"]["format"] == pytest.approx(0.8)
+    assert th["mrtpo (beta=0.5)"]["first_step"]["format"] == 6  # 0.14 * 6 = 0.84 >= 0.8
     assert th["gdpo"]["first_step"]["format"] == 10 and th["grpo"]["first_step"]["format"] is None
     md = (report / "leaderboard.md").read_text()
     assert "| grpo | Qwen/Qwen2.5-1.5B-Instruct | 10 |" in md and "not reached (≥ 0.800)" in md
@@ -97,7 +97,7 @@ def test_steps_to_threshold_from_the_baseline_final_value_or_a_fixed_threshold(r
     assert cli.main(["report", "--root", str(root), "--out", str(out), "--threshold", "0.5"]) == 0
     data = json.loads((out / "leaderboard.json").read_text())
     th = {r["label"]: r["first_step"]["format"] for r in data["tasks"]["toolcall"]["steps_to_threshold"]["rows"]}
-    assert th == {"gdpo": 7, "grpo": 10, "mrtpo (beta=0.25)": 5, "mrtpo (beta=default)": 4}
+    assert th == {"gdpo": 7, "grpo": 10, "mrtpo (beta=0.25)": 5, "mrtpo (beta=0.5)": 4}
 
 
 def test_markdown_and_csv(report):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent

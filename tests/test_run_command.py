@@ -21,7 +21,9 @@ def test_run_writes_a_finished_record_with_eval_and_is_not_rerun(tmp_path, capsy
     rec = load_record(path)
     assert rec["provenance"]["status"] == "finished"
     assert [m["step"] for m in rec["metrics"]] == [1, 2]
-    assert rec["config"]["algo"]["params"] == {"warmup_steps": 0}
+    params = rec["config"]["algo"]["params"]  # what ran: every parameter, defaults filled in
+    assert params["warmup_steps"] == 0 and params["beta"] == 0.5 and params["rescale"] == "paper"
+    assert "algorithm" not in rec["provenance"]  # configuration lives in config.json only
     reward_keys = [k for k in rec["metrics"][0] if k.startswith("reward/")]
     assert reward_keys and not any(k.startswith("reward/c0:") for k in reward_keys)  # aggregated by type
     bench = rec["eval"]["benchmarks"]["ifollow-heldout"]
@@ -31,5 +33,8 @@ def test_run_writes_a_finished_record_with_eval_and_is_not_rerun(tmp_path, capsy
     assert samples and all("response" in s or "text" in s for s in samples)
 
     assert cli.main(_args(tmp_path)) == 0
+    assert "already finished; not rerunning" in capsys.readouterr().out
+    # the defaults given explicitly are the same configuration, hence the same finished run
+    assert cli.main(_args(tmp_path) + ["--algo.beta", "0.5", "--algo.rescale", "paper", "--algo.bound", "true"]) == 0
     assert "already finished; not rerunning" in capsys.readouterr().out
     assert [m["step"] for m in load_record(path)["metrics"]] == [1, 2]

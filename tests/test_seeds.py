@@ -20,6 +20,8 @@ from mrbench_core.seeds import (
 )
 from tasks.ifollow.task import DEFAULT_SIZE, InstructionFollowingTask
 
+pytestmark = pytest.mark.torchfree  # runs where torch is not installed (.ci/run)
+
 # seeds whose training prompts were the dev / held-out prompts when splits were seed offsets
 FORMER_COLLISIONS = [1_000_003, 2_000_003, 3_000_006, -1_000_003, -2_000_003]
 

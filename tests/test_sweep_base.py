@@ -9,6 +9,7 @@ import json
 import pytest
 import yaml
 from sweep_fixtures import write_grid
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
 from harness import cli
 from harness.base_model import base_identity, base_record_dir, matches
@@ -64,7 +65,7 @@ def test_identity_and_matching():
     assert matches(ident, older)
 
 
-def test_tiny_sweep_with_base_reports_the_base_row_and_never_reruns_it(tmp_path, one_torch_thread):
+def test_tiny_sweep_with_base_reports_the_base_row_and_never_reruns_it(tmp_path, one_torch_thread):  # noqa: F811
     grid = write_grid(tmp_path, axes={"algo.name": ["gdpo"], "seed": [0, 1]}, extra={"base": True})
     assert cli.main(["sweep", str(grid), "--executor", "inline"]) == 0
     root = tmp_path / "tiny"
@@ -89,7 +90,7 @@ def test_tiny_sweep_with_base_reports_the_base_row_and_never_reruns_it(tmp_path,
     assert "| base | tiny-random | — |" in md and "Gain over the base model:" in md
 
 
-def test_run_base_model_writes_the_base_record_once_and_matches_mrbench_eval(tmp_path, capsys, one_torch_thread):
+def test_run_base_model_writes_the_base_record_once_and_matches_mrbench_eval(tmp_path, capsys, one_torch_thread):  # noqa: F811
     flags = ["--model", "tiny-random", "--model.dtype", "float32", "--schedule.eval_limit", "2",
              "--schedule.eval_max_new_tokens", "4", "--output.root", str(tmp_path / "r")]
     assert cli.main(["run", *flags, "--base-model"]) == 0

@@ -184,3 +184,20 @@ def test_a_rule_may_match_what_an_earlier_rule_set(tmp_path):
         {"match": {"algo.beta": 0.25}, "set": {"algo.warmup_steps": 3}}]})
     gdpo, mrtpo = expand(load_grid(path))
     assert gdpo.cfg.algo.params == {} and mrtpo.cfg.algo.params == {"beta": 0.25, "warmup_steps": 3}
+
+
+@pytest.mark.parametrize("axes", [
+    {"algo.beta": [0.5, 0.25]},  # the cell of 0.5 (mrtpo's default) is paired below with one that omits beta
+    {"sampling.temperature": [1, 1.0]},
+])
+def test_two_cells_of_one_resolved_run_are_refused(tmp_path, axes):
+    data = {"root": str(tmp_path / "r"), "set": {"model.name": "tiny-random", "algo.name": "mrtpo"},
+            "grid": axes}
+    spec = load_grid(_grid(tmp_path, data))
+    cells = expand(spec)
+    if "algo.beta" in axes:  # an explicit default next to the omitted one
+        plain = expand(load_grid(_grid(tmp_path, {**data, "grid": {"seed": [0]}})))
+        cells = [cells[0], plain[0]]
+        assert cells[0].cfg.algo.params.get("beta") == 0.5 and "beta" not in plain[0].cfg.algo.params
+    with pytest.raises(GridError, match="are the same run once defaults are filled in"):
+        check_cells(spec, cells)

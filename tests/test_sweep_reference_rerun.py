@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from sweep_fixtures import write_grid
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
 from harness import cli
 

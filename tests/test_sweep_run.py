@@ -11,6 +11,7 @@ import sys
 
 import pytest
 from sweep_fixtures import REPO, cell_dirs, child_env, snapshot, status_of, wait_for, write_grid
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
 from harness import cli
 from harness.records import lock_held

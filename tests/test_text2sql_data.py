@@ -195,12 +195,12 @@ def test_hub_dataset_rows_use_local_databases(toy_root, monkeypatch):
                 {"db_id": "gone", "question": "Lost?", "query": "SELECT 1"}]
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-    task = Text2SQLTask()
-    examples = task.load("hf:someone/spider:train", str(toy_root))
+    task = Text2SQLTask(database_dir=str(toy_root))
+    examples = task.load("train", "hub:someone/spider")
     assert calls == [("someone/spider", "train")]
     assert [e.meta["db_id"] for e in examples] == ["toy"]  # a train split is filtered
     assert task.last_load_report["missing_database"] == 1
-    dev = task.load("hf:someone/spider", str(toy_root))
+    dev = task.load("train", "hub:someone/spider:validation")
     assert calls[-1] == ("someone/spider", "validation") and len(dev) == 2
     assert "hub datasets carry no databases" in dev[1].meta["skip_reason"]
     assert [v.value for v in task.score(examples[0], answer("SELECT name FROM emp"))] == [1.0, 1.0, 1.0]

@@ -173,3 +173,20 @@ def test_spider_test_split_when_the_user_has_it(tmp_path):
     assert cases[0].meta["db_path"].endswith(os.path.join("test_database", "toy", "toy.sqlite"))
     report = ev.score(cases, {cases[0].id: answer("SELECT count(id) FROM emp")})
     assert report.summary["execution_accuracy"] == 1.0
+
+
+def test_cases_render_the_training_prompts_without_a_task_or_its_sandbox(layout, monkeypatch):
+    """The evaluator's prompts and verifier fields are the training task's, from one renderer, and
+    building them constructs no Text2SQLTask (whose sandbox and reference cache scoring never uses)."""
+    from tasks.text2sql.data import load_records
+    from tasks.text2sql.task import Text2SQLTask
+
+    expected = {r.id: Text2SQLTask().messages_for(r) for r in load_records("spider-dev", str(layout))}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the evaluator built a Text2SQLTask")
+
+    monkeypatch.setattr(Text2SQLTask, "__init__", refuse)
+    cases = spider_dev().cases(str(layout))
+    assert cases and {c.id: c.messages for c in cases} == expected
+    assert all(c.meta["match"] == "spider" and c.meta["query"] for c in cases)

@@ -15,6 +15,8 @@ from tasks.text2sql.refcache import ReferenceCache
 from tasks.text2sql.sandbox import Sandbox
 from tasks.text2sql.task import Text2SQLTask
 
+pytestmark = pytest.mark.torchfree  # runs where torch is not installed (.ci/run)
+
 
 @pytest.fixture(scope="module")
 def task() -> Text2SQLTask:

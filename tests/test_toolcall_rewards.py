@@ -14,6 +14,8 @@ import pytest
 from tasks.toolcall.prompts import answer_text, history_message, system_message
 from tasks.toolcall.task import ToolCallTask
 
+pytestmark = pytest.mark.torchfree  # runs where torch is not installed (.ci/run)
+
 TASK = ToolCallTask()
 TOOLS = [
     ("get_weather", "Weather now.", {"city": {"type": "str"}, "units": {"type": "str, optional"}}),

@@ -15,6 +15,8 @@ from tasks.toolcall.demo_tools import TOOLS
 from tasks.toolcall.parsing import find_call_block, parse_tool_list
 from tasks.toolcall.task import ToolCallTask
 
+pytestmark = pytest.mark.torchfree  # runs where torch is not installed (.ci/run)
+
 DATA = os.environ.get("MRBENCH_DATA_DIR")
 needs_data = pytest.mark.skipif(not DATA, reason="MRBENCH_DATA_DIR is not set: the ToolRL files are needed")
 TASK = ToolCallTask()
@@ -170,6 +172,7 @@ def test_teacher_context_shows_the_reference_as_an_earlier_answer():
 # -- real data ------------------------------------------------------------------------------------------------
 @needs_data
 def test_toolrl_files_load_and_references_score_full_format():
+    pytest.importorskip("pandas")  # parquet files (the torch-free floor installs no pandas)
     test = TASK.load("test", data_dir=os.path.join(DATA, "toolrl"))
     train = TASK.load("train", data_dir=DATA)  # the data root works too (toolrl/ subfolder)
     assert len(test) == 80 and len(train) == 400
@@ -187,17 +190,20 @@ def test_toolrl_files_load_and_references_score_full_format():
 
 @needs_data
 def test_a_single_file_can_be_loaded_directly():
+    pytest.importorskip("pandas")
     path = os.path.join(DATA, "toolrl", "rlla_4k_test.parquet")
     assert len(TASK.load("test", data_dir=path)) == 80
 
 
 def test_hub_names_and_splits():
-    from tasks.toolcall.data import hub_name, hub_split
+    from tasks.data_source import HubSource, hub_source
 
-    assert hub_name("hf:a/b") == "a/b" and hub_name("hub:a/b") == "a/b" and hub_name("hf://a/b") == "a/b"
-    assert hub_name("/data/toolrl") is None
-    assert hub_split("a/b:validation", "train") == ("a/b", "validation")
-    assert hub_split("a/b", "test") == ("a/b", "test")
+    assert hub_source("hub:a/b", "test") == HubSource("a/b", "test")
+    assert hub_source("hub:a/b:validation", "train") == HubSource("a/b", "validation")
+    assert hub_source("/data/toolrl", "train") is None and hub_source(None, "train") is None
+    for old in ("hf:a/b", "hf://a/b"):
+        with pytest.raises(DataError, match="hub datasets are written hub:OWNER/NAME"):
+            TASK.load("train", data_dir=old)
 
 
 def test_missing_split_file_lists_what_was_looked_for(tmp_path):
@@ -209,4 +215,4 @@ def test_hub_loading_fails_with_a_clear_message_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(DataError, match="could not load dataset 'nobody/no-such-rlla'|needs the 'datasets' package"):
-        TASK.load("train", data_dir="hf:nobody/no-such-rlla:train")
+        TASK.load("train", data_dir="hub:nobody/no-such-rlla:train")

@@ -7,6 +7,7 @@ import copy
 
 import pytest
 import torch
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
 from algorithms import get_algorithm
 from harness import models, system

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import ToyTask, tiny_config
 
 from algorithms import Advantages, RolloutBatch, get_algorithm

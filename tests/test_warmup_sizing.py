@@ -5,6 +5,7 @@ warns at the start and records it; the summary lists the effective beta and repl
 from __future__ import annotations
 
 import pytest
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import ToyTask, tiny_config
 
 from algorithms import get_algorithm

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from mrbench_core.registry import Registry
 
-BACKENDS = Registry("backend", "mrbench.backends")
-BACKENDS.lazy("local", "harness.backends.local")
-BACKENDS.lazy("openrlhf", "harness.backends.openrlhf.backend")
+BACKENDS = Registry("backend", "mrbench.backends", base="harness.backends.base:Backend")
+BUILTINS = {
+    "local": "harness.backends.local:LocalBackend",
+    "openrlhf": "harness.backends.openrlhf.backend:OpenRLHFBackend",
+}
+for _name, _spec in BUILTINS.items():
+    BACKENDS.lazy(_name, _spec)

@@ -263,8 +263,11 @@ class LocalBackend(Backend):
     def _examples_at(self, examples: list[Any], position: int, count: int) -> list[Any]:
         return examples_at(examples, self.cfg.seed, position, count)
 
-    def _fingerprint(self) -> str:
-        return config_fingerprint(self.cfg)  # execution fields (threads) may change on resume
+    def _fingerprint(self, record: Any) -> str:
+        """Of the configuration the record holds (its config.json: the first run's, which a resume
+        continues); execution fields (threads) may change on resume."""
+        of_record = getattr(record, "config_fingerprint", None)
+        return of_record() if of_record is not None else config_fingerprint(self.cfg)
 
     # -- signals ----------------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -296,7 +299,6 @@ class LocalBackend(Backend):
                             "generator": self.generator_name,
                             "rollout_dtype": str(self.rollout_dtype), "rollout": self.rollout_info(),
                             "update": self.update_info(),
-                            "algorithm": algo.config_dict(),
                             "prompts_too_long": too_long})
         if too_long:
             print(f"mrbench: dropped {too_long} of {len(examples) + too_long} prompts longer than "
@@ -306,7 +308,7 @@ class LocalBackend(Backend):
         start = 0
         state = checkpoint.load(record.checkpoint_dir)
         if state is not None:
-            if state["fingerprint"] != self._fingerprint():
+            if state["fingerprint"] != self._fingerprint(record):
                 raise RuntimeError(f"{record.checkpoint_dir}: checkpoint of a different configuration")
             checkpoint.load_trainable_state(self.policy, state["model"])
             self.update.optimizer.load_state_dict(state["optimizer"])
@@ -363,7 +365,7 @@ class LocalBackend(Backend):
 
     def _save(self, record: Any, step: int) -> None:
         checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=self.update.optimizer,
-                        data_position=self._position, fingerprint=self._fingerprint())
+                        data_position=self._position, fingerprint=self._fingerprint(record))
 
     def _step(self, n: int, examples: list[Any], record: Any) -> dict[str, Any]:
         """Training step ``n`` (0-based), top to bottom. The algorithm's part is marked ALGO LOGIC;

@@ -90,7 +90,7 @@ def run_localize(opts: LocalizeOptions) -> dict[str, Any]:
     else:
         from harness.backends.rollout import fit_prompts
 
-        sampling = SamplingConfig(prompts_per_step=1, group_size=1, temperature=opts.temperature,
+        sampling = SamplingConfig(prompts_per_step=1, temperature=opts.temperature,
                                   max_new_tokens=opts.max_new_tokens)
         examples = task.load(opts.split, opts.data_dir, opts.n, opts.seed)
         examples, _ = fit_prompts(examples, tok, sampling.max_prompt_tokens)

@@ -5,12 +5,14 @@ From each record:
 - ``evals``: every benchmark's headline numbers in ``eval.json`` (top-level numeric summary
   entries, e.g. ``ifollow-heldout/prompt_level``; counts left out);
 - ``curves``: per reward family and step, the mean of that family's ``reward/<name>`` values in
-  ``metrics.jsonl``. A reward's family is its name up to the first ``:`` (ifollow's
-  ``keywords:existence`` is in ``keywords``); ``all`` is the step's ``reward_mean``;
+  ``metrics.jsonl``. The task says which family a logged name belongs to
+  (``Task.report_group``: ifollow's ``keywords:existence`` is in ``keywords``; other tasks keep
+  each name); ``all`` is the step's ``reward_mean``;
 - ``finals``: per family, the mean of its curve over the last tenth of the steps (at least one
   step), a steadier "final reward" than the last step alone.
 
-Records are grouped by their configuration less the seed, the output place and execution-only
+Records are grouped by their configuration (the algorithm's parameters resolved, so records
+written before ``config.json`` stored resolved ones group with newer ones) less the seed, the output place and execution-only
 fields: one group is one row (algorithm, model and, where rows of the same algorithm and model
 differ, the differing settings, e.g. ``mrtpo (beta=0.25)``). A base record
 (:mod:`harness.base_model`) is a group of its own, ``base``.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ from typing import Any
 from harness.base_model import BASE, is_base
 from harness.metric_names import reward_mean_name
 from harness.records import EXECUTION_FIELDS, RecordError, find_records, load_record
+from harness.resolved import resolved_config
 
 ALL = "all"
 FINAL_SHARE = 0.1
@@ -74,8 +78,16 @@ class Group:
         return bool(self.runs) and self.runs[0].is_base
 
 
-def family_of(reward: str) -> str:
-    return reward.split(":", 1)[0]
+def family_rule(task: str) -> Callable[[str], str]:
+    """Task ``task``'s ``report_group`` (no task is built); each name its own family where the
+    task is not installed here."""
+    from mrbench_core.registry import RegistryError
+    from tasks.registry import TASKS
+
+    try:
+        return TASKS.get(task).report_group
+    except (LookupError, RegistryError, ImportError, AttributeError):
+        return lambda name: name
 
 
 def _number(value: Any) -> float | None:
@@ -118,7 +130,8 @@ def eval_numbers(eval_json: dict[str, Any] | None, notes: list[str] | None = Non
     return out
 
 
-def reward_curves(metrics: list[dict[str, Any]], notes: list[str] | None = None) -> dict[str, dict[int, float]]:
+def reward_curves(metrics: list[dict[str, Any]], notes: list[str] | None = None,
+                  family_of: Callable[[str], str] = lambda name: name) -> dict[str, dict[int, float]]:
     curves: dict[str, dict[int, float]] = defaultdict(dict)
     for row in metrics:
         step = int(row["step"])
@@ -145,7 +158,7 @@ def reward_curves(metrics: list[dict[str, Any]], notes: list[str] | None = None)
     return dict(curves)
 
 
-def dropped_families(metrics: list[dict[str, Any]]) -> set[str]:
+def dropped_families(metrics: list[dict[str, Any]], family_of: Callable[[str], str] = lambda name: name) -> set[str]:
     """Families with a non-finite value somewhere in ``metrics``."""
     out = set()
     for row in metrics:
@@ -181,8 +194,10 @@ def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def settings_of(config: dict[str, Any]) -> dict[str, Any]:
+    """What a row compares: the config with its algorithm's parameters resolved (an explicit
+    default and an omitted one are one row), less the seed, the output place and execution fields."""
     skip = {".".join(p) for p in EXECUTION_FIELDS} | {"seed"}
-    return {k: v for k, v in flatten(config).items() if k not in skip and not k.startswith("output.")}
+    return {k: v for k, v in flatten(resolved_config(config)).items() if k not in skip and not k.startswith("output.")}
 
 
 def read_run(path: Path, rec: dict[str, Any]) -> Run:
@@ -191,9 +206,10 @@ def read_run(path: Path, rec: dict[str, Any]) -> Run:
     notes: list[str] = []
     bad_finals: dict[str, str] = {}
     bad_evals: dict[str, str] = {}
-    curves = reward_curves(metrics, notes)
+    family_of = family_rule(str(rec["config"].get("task", {}).get("name", "")))
+    curves = reward_curves(metrics, notes, family_of)
     finals = {fam: v for fam, c in curves.items() if (v := final_value(c, last)) is not None}
-    for fam in dropped_families(metrics) - set(finals):  # every value of the family was non-finite
+    for fam in dropped_families(metrics, family_of) - set(finals):  # every value of the family was non-finite
         bad_finals[fam] = "NaN"
     evals = eval_numbers(rec.get("eval"), notes, bad_evals)
     seed = rec["config"].get("seed")

@@ -5,10 +5,10 @@ are escaped for Markdown and HTML alike."""
 
 from __future__ import annotations
 
-import math
 from html import escape
 
 from harness.report.notes import md_n_notes
+from harness.report.numbers import num, rules_out_text
 from harness.report.stats import ALPHA, METHOD, MIN_SEEDS_FOR_SPREAD, POWER, SEEDS_MAX, Comparison, Summary
 from harness.report.tables import Row, StatCell, Table, TaskReport
 from harness.report.verdict import verdict_parts
@@ -19,16 +19,6 @@ CSV_FIELDS = ("task", "table", "row", "algorithm", "model", "seeds", "column", "
               "p_perm", "p_holm", "prob_improvement", "effect", "seeds_needed", "rules_out", "verdict", "base",
               "gain", "gain_ci_low", "gain_ci_high", "gain_p_perm", "gain_p_holm", "gain_prob_improvement",
               "gain_seeds_needed", "gain_rules_out", "gain_verdict", "target", "first_step", "steps")
-
-
-def num(x: float | None, signed: bool = False) -> str:
-    """Three decimals; "—" for an undefined value (None, NaN), "inf"/"-inf" for an infinite one."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    if isinstance(x, float) and math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    text = f"{x:+.3f}" if signed else f"{x:.3f}"
-    return text if abs(x) < 1000 else (f"{x:+.4g}" if signed else f"{x:.4g}")
 
 
 def stat_text(cell: StatCell | Summary, seeds: int) -> str:
@@ -44,15 +34,6 @@ def stat_text(cell: StatCell | Summary, seeds: int) -> str:
     if cell.left_out:
         notes.append("left out: " + ", ".join(cell.left_out))
     return text + (f" ({'; '.join(notes)})" if notes else "")
-
-
-def rules_out_text(c: Comparison) -> str:
-    """In words, what the difference's 95% interval rules out (empty without an interval)."""
-    if not (math.isfinite(c.lo) and math.isfinite(c.hi)):
-        return ""
-    up = f"gains above {num(c.hi, True)}" if c.hi >= 0 else f"any gain (everything above {num(c.hi, True)})"
-    down = f"losses below {num(c.lo, True)}" if c.lo <= 0 else f"any loss (everything below {num(c.lo, True)})"
-    return f"rules out {up} and {down}"
 
 
 def seeds_text(c: Comparison) -> str:

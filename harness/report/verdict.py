@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from harness.report.numbers import rules_out_text
 from harness.report.stats import Comparison
 from harness.report.tables import Table, TaskReport
 
@@ -42,8 +43,6 @@ def _interval(c: Comparison) -> str:
 
 
 def _rules_out(c: Comparison) -> str:
-    from harness.report.render import rules_out_text
-
     return rules_out_text(c)
 
 

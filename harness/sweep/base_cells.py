@@ -11,9 +11,12 @@ executors as the training cells, before them. Finished, it is never rerun.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from harness.base_model import base_identity, base_record_dir, digest
-from harness.sweep.grid import Cell
+
+if TYPE_CHECKING:  # grid imports this module: the Cell class comes with the cells
+    from harness.sweep.grid import Cell
 
 
 def base_cells(root: str, cells: list[Cell]) -> list[Cell]:
@@ -27,6 +30,5 @@ def base_cells(root: str, cells: list[Cell]) -> list[Cell]:
         cfg = replace(cell.cfg, output=replace(cell.cfg.output, dir=str(path)))
         rel = path.relative_to(root).as_posix()
         values = {"task.name": cell.cfg.task.name, "model.name": cell.cfg.model.name}
-        out[key] = Cell(id=rel, values=values, overrides=dict(cell.overrides), cfg=cfg, resources=cell.resources,
-                        kind="base")
+        out[key] = replace(cell, id=rel, values=values, overrides=dict(cell.overrides), cfg=cfg, kind="base")
     return list(out.values())

@@ -305,17 +305,26 @@ def expand(spec: GridSpec) -> list[Cell]:
 
 def check_cells(spec: GridSpec, cells: list[Cell]) -> None:
     """Pre-flight every distinct cell configuration before anything runs (names resolve, the
-    algorithm's parameters validate, task/algorithm/backend fit); errors name the cell."""
+    algorithm's parameters validate, task/algorithm/backend fit); errors name the cell. Two cells
+    that compute the same run once the algorithm's parameters are resolved (``algo.beta: [0.5]``
+    next to mrtpo's default, ``temperature: [1, 1.0]``) are an error naming both."""
     from harness.preflight import PreflightError, preflight
 
-    seen: set[str] = set()
+    resolved: dict[str, dict] = {}
+    runs: dict[str, str] = {}
     for cell in cells:
-        key = json.dumps({k: v for k, v in cell.cfg.to_dict().items() if k not in ("seed", "output")},
-                         sort_keys=True)
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            preflight(cell.cfg)
-        except PreflightError as exc:
-            raise GridError(f"{spec.path}: cell {cell.id}: {exc}") from exc
+        config = {k: v for k, v in cell.cfg.to_dict().items() if k != "output"}
+        config["kind"] = getattr(cell, "kind", "train")  # a base cell evaluates the config a training cell trains
+        key = json.dumps({k: v for k, v in config.items() if k != "seed"}, sort_keys=True)
+        if key not in resolved:
+            try:
+                plan = preflight(cell.cfg)
+            except PreflightError as exc:
+                raise GridError(f"{spec.path}: cell {cell.id}: {exc}") from exc
+            resolved[key] = plan.algorithm.config_dict()
+        config["algo"] = {**config["algo"], "params": resolved[key]}
+        run = json.dumps(config, sort_keys=True, default=str)
+        if run in runs:
+            raise GridError(f"{spec.path}: cells {runs[run]} and {cell.id} are the same run once defaults are "
+                            f"filled in; drop one of the values")
+        runs[run] = cell.id

@@ -24,11 +24,11 @@ from harness.records import (
     STATUS_INTERRUPTED,
     RecordError,
     atomic_write_json,
-    config_identity,
     lock_held,
     now_iso,
     read_json,
     read_jsonl,
+    same_configuration,
 )
 
 PENDING, RUNNING, FAILED, FINISHED = "pending", "running", "failed", "finished"
@@ -48,7 +48,7 @@ def cell_state(cell: Any) -> CellState:
         return CellState(RUNNING, _steps(path), "lock held")
     config_path = path / "config.json"
     try:
-        if config_path.exists() and config_identity(read_json(config_path)) != config_identity(_record_config(cell)):
+        if config_path.exists() and not same_configuration(read_json(config_path), _record_config(cell)):
             return CellState(FAILED, 0, "the directory holds a record of another configuration")
         prov = read_json(path / "provenance.json") if (path / "provenance.json").exists() else {}
     except RecordError as exc:

@@ -34,6 +34,7 @@ from typing import Any
 from mrbench_core.errors import response_text
 from mrbench_core.seeds import DEV_PROMPTS, HELDOUT_PROMPTS, TRAIN_PROMPTS
 from tasks.base import DataError, Example, Message, ReplayContexts, RewardSpec, Task, Verdict
+from tasks.data_source import hub_source, seeded_sample
 from tasks.ifollow.constraints import check
 from tasks.ifollow.rows import parse_official, prompt_of
 from tasks.ifollow.template import ConstrainedPrompt, without_all, without_constraint
@@ -51,7 +52,6 @@ def reward_name(k: int, cid: str) -> str:
 class InstructionFollowingTask(Task):
     """Multi-constraint instruction following; every constraint is a binary reward."""
 
-    name = "ifollow"
     version = "2"
     format_reward = None
 
@@ -69,6 +69,11 @@ class InstructionFollowingTask(Task):
         head, sep, rest = reward.partition(":")
         return rest if sep and head[:1] == "c" and head[1:].isdigit() else reward
 
+    @classmethod
+    def report_group(cls, family: str) -> str:
+        """``punctuation:no_comma`` -> ``punctuation``: the report draws one curve per constraint group."""
+        return family.partition(":")[0]
+
     # -- data -----------------------------------------------------------------------------
     def default_benchmarks(self, data_dir: str | None = None) -> dict[str, str | None]:
         """Held-out generated prompts: no data files needed."""
@@ -84,14 +89,14 @@ class InstructionFollowingTask(Task):
             n = self.default_size if limit is None else limit
             items = generate_prompts(n, seed=seed, min_constraints=self.min_constraints,
                                      max_constraints=self.max_constraints, purpose=SPLIT_STREAMS[split])
-        elif str(data_dir).startswith("hub:"):
+        elif (hub := hub_source(data_dir, split)) is not None:
             from tasks.ifollow.hir import load_hub
 
-            items = load_hub(str(data_dir)[4:], split=split, limit=limit)
+            items = seeded_sample(load_hub(hub.repo, split=hub.split), limit, seed)
         else:
             from tasks.ifollow.hir import load_local
 
-            items = load_local(data_dir, limit=limit)
+            items = seeded_sample(load_local(data_dir), limit, seed)
         return [self.example_from_prompt(item) for item in items]
 
     def example_from_prompt(self, item: ConstrainedPrompt) -> Example:

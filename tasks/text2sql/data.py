@@ -16,8 +16,9 @@ spider-dk          spider-dk/Spider-DK.json                spider-dk/database, t
 bird-dev           bird/dev.json (SQL, evidence)           bird/dev_databases
 =================  ======================================  ===================================
 
-Hub datasets (``hf:<repo>[:<split>]``, e.g. ``hf:xlangai/spider:train``) are read with the
-``datasets`` package; their databases are looked up under ``data_dir``.
+Hub datasets (``task.data_dir`` = ``hub:<repo>[:<split>]``, e.g. ``hub:xlangai/spider:train``;
+:mod:`tasks.data_source`) are read with the ``datasets`` package; they carry no databases, which
+are looked up under the task's ``database_dir`` option.
 
 A question whose database file is absent keeps ``db_path=None`` and a ``skip_reason``; callers
 report and skip it (never count it right or wrong). A malformed row raises
@@ -141,10 +142,8 @@ def _tables(folder: str, names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 
 
 def load_records(name: str, data_dir: str | None) -> list[Record]:
-    """Every question of a split/benchmark, with its database resolved (or a skip reason).
-    ``name`` may also be a hub dataset, ``hf:<repo>[:<split>]`` (:func:`load_hub_records`)."""
-    if name.startswith(HUB_PREFIX):
-        return load_hub_records(name, data_dir)
+    """Every question of a split/benchmark, with its database resolved (or a skip reason); a hub
+    dataset is read by :func:`load_hub_records`."""
     layout = resolve_layout(name)
     folder = benchmark_folder(layout, data_dir)
     path = os.path.join(folder, layout.questions)
@@ -191,25 +190,19 @@ def find_database(data_dir: str, db_id: str) -> str | None:
     return database_path([os.path.join(data_dir, sub) for sub in DB_DIRS + ("",)], db_id)
 
 
-HUB_PREFIX = "hf:"
-
-
-def load_hub_records(spec: str, data_dir: str | None) -> list[Record]:
-    """Questions from a Hugging Face hub dataset: ``hf:<repo>[:<split>]`` (split ``validation`` when
-    omitted), e.g. ``hf:xlangai/spider:train``. Rows need ``db_id``, a question (``question``) and a
-    reference (``query`` or ``SQL``; ``evidence`` is read when present). Hub datasets carry no
-    databases: they are looked up under ``data_dir`` (:data:`DB_DIRS`), else the question is kept
-    with a skip reason. Needs the ``datasets`` package and access to the hub (or its local cache)."""
-    body = spec[len(HUB_PREFIX):]
-    repo, _, split = body.partition(":")
-    if not repo:
-        raise ValueError(f"hub dataset spec {spec!r} names no dataset; expected hf:<repo>[:<split>]")
+def load_hub_records(hub: Any, data_dir: str | None) -> list[Record]:
+    """Questions from a hub dataset (a :class:`tasks.data_source.HubSource`, e.g.
+    ``hub:xlangai/spider:train``). Rows need ``db_id``, a question (``question``) and a reference
+    (``query`` or ``SQL``; ``evidence`` is read when present). Hub datasets carry no databases: they
+    are looked up under ``data_dir`` (:data:`DB_DIRS`), else the question is kept with a skip
+    reason. Needs the ``datasets`` package and access to the hub (or its local cache)."""
+    repo, split, spec = hub.repo, hub.split, hub.spec
     try:
         import datasets
     except ImportError as exc:
         raise ImportError("hub datasets need the 'datasets' package: pip install 'mrbench[hub]'") from exc
-    rows = datasets.load_dataset(repo, split=split or "validation")
-    name = f"hf-{repo.replace('/', '-')}-{split or 'validation'}"
+    rows = datasets.load_dataset(repo, split=split)
+    name = f"hub-{repo.replace('/', '-')}-{split}"
     records: list[Record] = []
     for i, row in enumerate(rows):
         row = dict(row)
@@ -223,7 +216,7 @@ def load_hub_records(spec: str, data_dir: str | None) -> list[Record]:
                      source=spec, row=i)
         rec.db_path = find_database(data_dir, db_id) if data_dir else None
         if rec.db_path is None:
-            rec.skip_reason = f"database {db_id!r} is missing (hub datasets carry no databases; point data_dir at " \
-                              f"a folder holding {DB_DIRS[0]}/<db_id>/<db_id>.sqlite)"
+            rec.skip_reason = f"database {db_id!r} is missing (hub datasets carry no databases; point " \
+                              f"--task.options.database_dir at a folder holding {DB_DIRS[0]}/<db_id>/<db_id>.sqlite)"
         records.append(rec)
     return records

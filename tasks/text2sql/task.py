@@ -2,9 +2,9 @@
 
 ``Text2SQLTask().load(split, data_dir, limit, seed)`` reads the official layouts
 (:mod:`tasks.text2sql.data`; ``split`` is ``train``/``dev``/``test``, a benchmark name such as
-``spider-syn`` or ``bird-dev``, or a hub dataset ``hf:<repo>[:<split>]`` whose databases are under
-``data_dir``). There is no built-in data: ``data_dir=None`` raises an error
-saying where to point it.
+``spider-syn`` or ``bird-dev``). A hub dataset is named in ``data_dir`` as ``hub:<repo>[:<split>]``
+(:mod:`tasks.data_source`); its databases are looked up under the ``database_dir`` option. There
+is no built-in data: ``data_dir=None`` raises an error saying where to point it.
 
 Training preparation (``split`` in ``filter_splits``, by default only ``train``) drops, and counts
 in :attr:`Text2SQLTask.last_load_report`:
@@ -22,8 +22,10 @@ in :attr:`Text2SQLTask.last_load_report`:
 Other splits keep every question; those on absent databases are kept with ``meta["db_path"] =
 None`` and ``meta["skip_reason"]`` (benchmark evaluators report them as skipped).
 
-With ``limit``, the questions are shuffled with ``seed`` and the first ``limit`` that pass the
-filters are kept (in shuffled order); without it, file order is kept and ``seed`` is unused.
+With ``limit``, a seeded sample of the questions that pass the filters is kept, in file order
+(:mod:`tasks.data_source`): the questions are walked in the ``data-sample`` stream's order of
+``seed`` until ``limit`` pass (so only those are checked), then put back in file order; without
+it, every question is kept and ``seed`` is unused.
 
 ``Example.meta`` holds: ``db_path``, ``db_id``, ``query`` (reference), ``question``, ``evidence``
 (BIRD), ``benchmark``, ``match`` (execution-match semantics), ``source``/``row``.
@@ -34,25 +36,25 @@ from __future__ import annotations
 import logging
 import math
 import os
-import random
 from collections.abc import Sequence
 from typing import Any
 
 from tasks.base import DataError, Example, Message, RewardSpec, Task, Verdict
+from tasks.data_source import check_split, hub_source, seeded_order
 from tasks.registry import TASKS
 from tasks.text2sql import templates
 from tasks.text2sql.data import (
     DB_DIRS,
-    HUB_PREFIX,
     Record,
     benchmark_folder,
     find_database,
+    load_hub_records,
     load_records,
     resolve_layout,
 )
+from tasks.text2sql.prompt import record_messages, record_meta, schema_text
 from tasks.text2sql.refcache import ReferenceCache
 from tasks.text2sql.sandbox import SandboxLimits
-from tasks.text2sql.schema import schema_from_database, schema_from_tables_entry
 from tasks.text2sql.sqltext import normalize_for_match
 from tasks.text2sql.verify import REWARD_NAMES, score_response
 from tasks.text2sql.worker import WorkerSandbox
@@ -66,15 +68,15 @@ CHARS_PER_TOKEN = 3.0
 class Text2SQLTask(Task):
     """Text-to-SQL with rewards ``format``, ``executable``, ``execution`` (each {0,1})."""
 
-    name = "text2sql"
     version = "1"
     format_reward = "format"
     block_order = tuple(REWARD_NAMES)  # the paper gives no other order for this task
 
     def __init__(self, max_prompt_tokens: int = 4096, sample_rows: int = 0, tokenizer: Any = None,
                  limits: SandboxLimits | None = None, filter_splits: Sequence[str] = ("train",),
-                 cache_dir: str | None = None) -> None:
+                 cache_dir: str | None = None, database_dir: str | None = None) -> None:
         self.max_prompt_tokens = max_prompt_tokens
+        self.database_dir = database_dir  # where a hub dataset's databases are (hub datasets carry none)
         self.sample_rows = sample_rows
         self.tokenizer = tokenizer
         self.filter_splits = tuple(filter_splits)
@@ -84,15 +86,10 @@ class Text2SQLTask(Task):
 
     # -- prompts --------------------------------------------------------------------------
     def schema_text(self, db_path: str | None, tables_entry: dict[str, Any] | None) -> str:
-        if db_path:
-            return schema_from_database(db_path, self.sample_rows)
-        if tables_entry:
-            return schema_from_tables_entry(tables_entry)
-        return "(schema unavailable: the database is missing)"
+        return schema_text(db_path, tables_entry, self.sample_rows)
 
     def messages_for(self, record: Record) -> list[Message]:
-        schema = self.schema_text(record.db_path, record.tables_entry)
-        return templates.render_messages(schema, record.question, record.evidence or None)
+        return record_messages(record, self.sample_rows)
 
     def use_tokenizer(self, tokenizer: Any) -> None:
         """Count prompt tokens with the policy's tokenizer (the paper's 4,096-token filter)."""
@@ -111,31 +108,28 @@ class Text2SQLTask(Task):
         return math.ceil(sum(len(m["content"]) for m in messages) / CHARS_PER_TOKEN)
 
     def example_from_record(self, record: Record) -> Example:
-        meta: dict[str, Any] = {
-            "db_path": record.db_path, "db_id": record.db_id, "query": record.query,
-            "question": record.question, "evidence": record.evidence, "benchmark": record.benchmark,
-            "category": record.category, "match": "bird" if record.benchmark.startswith("bird") else "spider",
-            "source": record.source, "row": record.row,
-        }
-        if record.skip_reason:
-            meta["skip_reason"] = record.skip_reason
         return Example(id=record.id, messages=self.messages_for(record), reward_names=list(REWARD_NAMES),
-                       meta=meta)
+                       meta=record_meta(record))
 
     # -- data -----------------------------------------------------------------------------
     def default_benchmarks(self, data_dir: str | None = None) -> dict[str, str | None]:
         """Spider dev when the training data directory holds it (``dev.json`` there or under
         ``spider/``); otherwise none."""
-        if data_dir and not data_dir.startswith(HUB_PREFIX):
+        if data_dir and hub_source(data_dir, "train") is None:
             folder = os.path.join(data_dir, "spider")
             if any(os.path.isfile(os.path.join(d, "dev.json")) for d in (data_dir, folder)):
                 return {"spider-dev": data_dir}
         return {}
 
     def data_problem(self, split: str, data_dir: str | None) -> str | None:
-        """No data directory, or no question file of ``split`` in it (hub splits are not checked)."""
-        if split.startswith(HUB_PREFIX) or str(data_dir or "").startswith(HUB_PREFIX):
-            return None
+        """No data directory, or no question file of ``split`` in it (a hub dataset is not checked;
+        a hub name spelled otherwise than ``hub:`` or put in ``split`` is the problem)."""
+        try:
+            check_split(split)
+            if hub_source(data_dir, split) is not None:
+                return None
+        except DataError as exc:
+            return str(exc)
         try:
             benchmark_folder(resolve_layout(split), data_dir)
         except (FileNotFoundError, ValueError) as exc:
@@ -144,33 +138,34 @@ class Text2SQLTask(Task):
 
     def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
              seed: int = 0) -> list[Example]:
-        if split.startswith(HUB_PREFIX):  # hf:<repo>[:<split>]
-            name = split
-            filtering = (split[len(HUB_PREFIX):].partition(":")[2] or "validation") in self.filter_splits
+        check_split(split)
+        hub = hub_source(data_dir, split)
+        if hub is not None:
+            name, filtering = hub.spec, hub.split in self.filter_splits
+            records = load_hub_records(hub, self.database_dir)
         else:
             name = resolve_layout(split).name
             filtering = split in self.filter_splits or name in self.filter_splits
-        records = load_records(name, data_dir)
-        if limit is not None:
-            records = list(records)
-            random.Random(seed).shuffle(records)
+            records = load_records(name, data_dir)
+        order = range(len(records)) if limit is None else seeded_order(len(records), seed)
         report: dict[str, Any] = {"split": name, "questions": len(records), "missing_database": 0,
                                   "reference_failed": 0, "too_long": 0, "filtered": filtering,
                                   "max_prompt_tokens": self.max_prompt_tokens,
                                   "token_count": "tokenizer" if self.tokenizer is not None
                                   else f"approx: ceil(chars / {CHARS_PER_TOKEN})",
                                   "dropped_ids": {"missing_database": [], "reference_failed": [], "too_long": []}}
-        examples: list[Example] = []
-        for rec in records:
-            if limit is not None and len(examples) >= limit:
+        kept: list[int] = []
+        for i in order:
+            if limit is not None and len(kept) >= limit:
                 break
             if filtering:
-                reason = self._drop_reason(rec)
+                reason = self._drop_reason(records[i])
                 if reason:
                     report[reason] += 1
-                    report["dropped_ids"][reason].append(rec.id)
+                    report["dropped_ids"][reason].append(records[i].id)
                     continue
-            examples.append(self.example_from_record(rec))
+            kept.append(i)
+        examples = [self.example_from_record(records[i]) for i in sorted(kept)]  # file order
         report["kept"] = len(examples)
         report["skipped_missing_database"] = sum(1 for e in examples if e.meta.get("skip_reason"))
         self.last_load_report = report

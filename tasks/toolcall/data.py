@@ -10,7 +10,7 @@ Accepted row layouts (one example each; extra fields are ignored):
 So a JSONL file of any of these rows plus a ``response`` field is valid input for
 ``mrbench score toolcall``. Malformed rows raise :class:`tasks.base.DataError` naming file and row.
 
-Hub: ``data_dir="hf:OWNER/NAME[:SPLIT]"`` (or ``hub:`` / ``hf://``) loads rows through ``datasets``.
+Hub: ``data_dir="hub:OWNER/NAME[:SPLIT]"`` (:mod:`tasks.data_source`) loads rows through ``datasets``.
 
 Split files under a data directory (the directory itself or its ``toolrl/`` subfolder):
 ``test`` -> ``rlla_4k/test.parquet``, ``test.parquet`` or ``rlla_4k_test.parquet``;
@@ -32,7 +32,6 @@ SPLIT_FILES = {
     "test": ("rlla_4k/test.parquet", "test.parquet", "rlla_4k_test.parquet"),
     "train": ("rlla_4k/train.parquet", "train.parquet", "rlla_4k_train.parquet", "rlla_sft.json"),
 }
-HUB_PREFIXES = ("hub:", "hf://", "hf:")
 
 
 def _plain(value: Any) -> Any:
@@ -144,22 +143,3 @@ def hub_rows(name: str, split: str) -> Iterable[dict[str, Any]]:
                         f"{type(exc).__name__}: {str(exc)[:300]}. Without hub access, download ToolRL's "
                         "rlla files and pass their directory instead") from exc
     return list(ds)
-
-
-def hub_name(data_dir: str | None) -> str | None:
-    """``"hf:owner/name"`` (as the text-to-SQL task writes it), ``"hub:owner/name"`` or
-    ``"hf://owner/name"`` -> ``"owner/name"`` (an optional ``:split`` suffix is kept); else None."""
-    if not data_dir:
-        return None
-    for prefix in HUB_PREFIXES:
-        if data_dir.startswith(prefix):
-            return data_dir[len(prefix):]
-    return None
-
-
-def hub_split(name: str, split: str) -> tuple[str, str]:
-    """``"owner/name:validation"`` -> ("owner/name", "validation"); without a suffix the task's split."""
-    if ":" in name:
-        repo, _, hub = name.rpartition(":")
-        return repo, hub or split
-    return name, split

@@ -1,7 +1,8 @@
 """``ToolCallTask``: tool calling in the RLLA format with a format and a correctness reward.
 
 - ``load(split, data_dir=None)``: the built-in demo set (:mod:`tasks.toolcall.demo`); a directory or
-  file of ToolRL rows (:mod:`tasks.toolcall.data`); or ``"hf:NAME[:SPLIT]"`` to load through ``datasets``.
+  file of ToolRL rows (:mod:`tasks.toolcall.data`); or ``"hub:OWNER/NAME[:SPLIT]"`` to load through
+  ``datasets`` (:mod:`tasks.data_source`).
 - ``score``: two verdicts, in ``reward_names`` order ``["format", "correctness"]`` (see
   :mod:`tasks.toolcall.rewards` for the formulas and the missing-closing-tag decision).
 - Blocks (paper Appendix C): Z_format states the format required for this example's kind;
@@ -15,14 +16,14 @@
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from mrbench_core.errors import response_text
 from tasks.base import DataError, Example, RewardSpec, Task, Verdict
+from tasks.data_source import hub_source, sample_indices
 from tasks.registry import TASKS
 from tasks.toolcall import demo, templates
-from tasks.toolcall.data import hub_name, hub_rows, hub_split, read_rows, row_fields, split_file
+from tasks.toolcall.data import hub_rows, read_rows, row_fields, split_file
 from tasks.toolcall.parsing import ToolCall, find_call_block, parse_tool_list
 from tasks.toolcall.prompts import calls_block_text
 from tasks.toolcall.rewards import (
@@ -41,7 +42,6 @@ REWARD_NAMES = ["format", "correctness"]
 class ToolCallTask(Task):
     """Tool calling (ToolRL / RLLA recipe): format {0,1} and correctness [-3,3]."""
 
-    name = "toolcall"
     version = "1"
     format_reward = "format"
     block_order = ["correctness", "format"]  # noqa: RUF012  (protocol attribute, never mutated)
@@ -59,17 +59,13 @@ class ToolCallTask(Task):
         if data_dir is None:
             rows = [r for r in demo.generate() if r["extra_info"]["split"] == split]
             where = "built-in demo set"
-        elif hub_name(data_dir) is not None:
-            rows = list(hub_rows(*hub_split(hub_name(data_dir) or "", split)))
-            where = data_dir
+        elif (hub := hub_source(data_dir, split)) is not None:
+            rows = list(hub_rows(hub.repo, hub.split))
+            where = hub.spec
         else:
             where = split_file(data_dir, split)
             rows = read_rows(where)
-        examples = [self.example_from_row(r, where=where, index=i) for i, r in enumerate(rows)]
-        if limit is not None and limit < len(examples):
-            keep = sorted(random.Random(seed).sample(range(len(examples)), limit))
-            examples = [examples[i] for i in keep]
-        return examples
+        return [self.example_from_row(rows[i], where=where, index=i) for i in sample_indices(len(rows), limit, seed)]
 
     def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None,
                          index: int | None = None) -> Example:

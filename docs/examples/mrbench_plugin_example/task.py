@@ -17,6 +17,7 @@ from typing import Any
 
 from mrbench_core.jsonio import iter_jsonl
 from tasks.base import DataError, Example, RewardSpec, Task, Verdict
+from tasks.data_source import seeded_sample
 
 WORDS = {"train": ("apple", "river", "candle", "orbit", "meadow", "copper"), "test": ("lantern", "pebble")}
 REWARDS = ("echo", "brief")
@@ -52,7 +53,7 @@ class EchoTask(Task):
                         for i, w in enumerate(WORDS[split])]
         else:  # one file, whatever the split
             examples = [self.example_from_row(row, where=f"{data_dir}, row {n}") for n, row in iter_jsonl(data_dir)]
-        return examples[:limit] if limit is not None else examples
+        return seeded_sample(examples, limit, seed)  # the data contract's limit: a seeded sample in file order
 
     def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None) -> Example:
         word = row.get("word")

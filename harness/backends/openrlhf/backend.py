@@ -121,7 +121,7 @@ class OpenRLHFBackend(Backend):
         argv = openrlhf_argv(cfg, paths, source)
         command = launch_command(cfg, paths, argv)
         record.start(seed=cfg.seed, task_version=str(task.version), data_hash=Task.data_hash(examples),
-                     extra={"backend": self.name, "model_source": source, "algorithm": algo.config_dict(),
+                     extra={"backend": self.name, "model_source": source,
                             "prompts_too_long": too_long, "openrlhf": {"command": shell_line(command),
                                                                         "placement": placement(cfg)}})
         from harness.backends.relevance_guard import RelevanceGuard

@@ -9,7 +9,6 @@ Refused, with the reason (pre-flight, :func:`refusal`):
   ZeRO-3's lock-step parameter gathering and the sharded attention layouts cannot follow;
 - replaying algorithms with asynchronous rollouts: the replay must see the policy that sampled;
 - an in-memory model (``tiny-*``): OpenRLHF's processes load weights from a path or hub id;
-- greedy sampling (temperature 0): OpenRLHF divides the logits by the temperature;
 - batch shapes OpenRLHF cannot split: a step's samples over ``mini_batches``, an update over
   micro-batches on every data-parallel actor, colocated actors and engines of different counts;
 - ``extra_args`` that set a flag the backend writes itself, or one that shapes OpenRLHF's scalar
@@ -55,16 +54,9 @@ def refusal(cfg: Any, algorithm: Any) -> str | None:
     if cfg.model.name.startswith(TINY_PREFIX):
         return (f"model {cfg.model.name!r} exists only in memory; OpenRLHF's actors and vLLM engines load "
                 f"weights from a local directory or hub id")
-    if s.temperature <= 0:
-        return "sampling.temperature must be > 0 (OpenRLHF divides the logits by it)"
     if cfg.schedule.stop_without_signal:
         return ("schedule.stop_without_signal stops the local backend's loop; OpenRLHF's trainer runs its "
                 "planned steps (the no-signal warning and summary come at the end of the run)")
-    for name in ("nodes", "gpus_per_node", "vllm_tensor_parallel", "tensor_parallel", "ring_attn_size"):
-        if getattr(opts, name) < 1:
-            return f"backend.openrlhf.{name} must be >= 1, got {getattr(opts, name)}"
-    if opts.vllm_engines is not None and opts.vllm_engines < 1:
-        return f"backend.openrlhf.vllm_engines must be >= 1 or null, got {opts.vllm_engines}"
     if opts.nodes > 1 and not opts.address:
         return (f"backend.openrlhf.nodes={opts.nodes} needs a running Ray cluster: start one (ray start) and set "
                 f"backend.openrlhf.address")
