@@ -31,7 +31,7 @@ from evals.base import EvalCase, EvalReport, Evaluator
 from evals.ifollow_judge import AdvancedIFEvaluator, Judge, register_judge
 from evals.registry import EVALUATORS
 from mrbench_core.errors import response_text
-from mrbench_core.jsonio import iter_jsonl
+from mrbench_core.jsonio import iter_jsonl, read_text
 from tasks.base import DataError
 from tasks.ifollow.constraints import check
 from tasks.ifollow.rows import parse_official
@@ -170,7 +170,7 @@ class MulDimIFEvaluator(Evaluator):
     def cases(self, data_dir: str | None = None, categories: Sequence[str] | None = None) -> list[EvalCase]:
         path = find_file(data_dir, "muldimif", "test.json", self.name)
         try:
-            rows = json.loads(path.read_text(encoding="utf-8"))
+            rows = json.loads(read_text(path))
         except json.JSONDecodeError as exc:
             raise DataError(f"not valid JSON ({exc.msg})", path=str(path), row=exc.lineno) from exc
         if not isinstance(rows, list):

@@ -21,18 +21,22 @@ script drops blank lines, which moves every later query onto the wrong question)
 ``bird-json`` value that is not text. A database named by a ``sql-lines`` or ``bird-json``
 prediction is checked against its question's.
 
-Bad data is a :class:`tasks.base.DataError` naming the file and the line (or key).
+Bad data is a :class:`tasks.base.DataError` naming the file and the line (or key). Files are read
+as UTF-8 with or without a byte-order mark. :func:`stream_prediction_file` yields predictions one at
+a time (a line-based file is never held whole: memory follows the cases matched, not the file);
+:func:`read_prediction_file` lists them.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mrbench_core.errors import DataError
-from mrbench_core.jsonio import iter_jsonl
+from mrbench_core.jsonio import iter_jsonl, iter_text_lines, read_text
 
 FORMATS: dict[str, str] = {
     "jsonl": 'mrbench rows {"id": ..., "response": ...}',
@@ -71,7 +75,8 @@ class PredictionFile:
     path: str
     format: str
     detected: bool  # True when the format was detected, False when named
-    predictions: list[Prediction] = field(default_factory=list)
+    #: a list (:func:`read_prediction_file`) or a one-pass iterator (:func:`stream_prediction_file`)
+    predictions: Iterable[Prediction] = field(default_factory=list)
 
 
 def clip_text(text: str, width: int = 60) -> str:
@@ -82,10 +87,20 @@ def clip_text(text: str, width: int = 60) -> str:
 def _read_text(path: Path) -> str:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=str(path)) from exc
+    return read_text(path)
+
+
+def _first_lines(path: Path, n: int) -> list[str]:
+    """The first ``n`` non-blank lines (stripped), reading no further."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    out: list[str] = []
+    for _, line in iter_text_lines(path):
+        if line.strip():
+            out.append(line.strip())
+            if len(out) == n:
+                break
+    return out
 
 
 def _is_index(key: str) -> bool:
@@ -97,20 +112,23 @@ def detect_format(path: str | Path) -> str:
     path = Path(path)
     if path.is_dir():
         return "bfcl-result"
-    text = _read_text(path)
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    lines = _first_lines(path, 2)
+    first = lines[0] if lines else ""
     if not first:
         raise DataError("holds no predictions", path=str(path))
     if first.startswith("{"):
         try:
-            whole = json.loads(text)
-        except ValueError:
-            whole = None
-        if isinstance(whole, dict) and whole and all(_is_index(k) for k in whole):
-            return "bird-json"
-        try:
             row = json.loads(first)
         except ValueError:
+            row = None
+        if row is None or len(lines) == 1:  # a JSON object over several lines, or a one-line file
+            try:  # only then is the whole file read: a line-based file is never loaded whole
+                whole = json.loads(_read_text(path)) if row is None else row
+            except ValueError:
+                whole = None
+            if isinstance(whole, dict) and whole and all(_is_index(k) for k in whole):
+                return "bird-json"
+        if row is None:
             return "jsonl"  # its reader names the bad line
         if isinstance(row, dict) and "result" in row and "response" not in row:
             return "bfcl-result"
@@ -123,14 +141,22 @@ def detect_format(path: str | Path) -> str:
     return "sql-lines"
 
 
-def read_prediction_file(path: str | Path, fmt: str | None = None) -> PredictionFile:
-    """Every prediction in ``path``, read in ``fmt`` (detected when None)."""
+def stream_prediction_file(path: str | Path, fmt: str | None = None) -> PredictionFile:
+    """The predictions in ``path``, read in ``fmt`` (detected when None), as a one-pass iterator:
+    bad rows raise when the iteration reaches them."""
     if fmt is not None and fmt not in FORMATS:
         raise ValueError(f"unknown predictions format {fmt!r}; known: {', '.join(FORMATS)}")
     chosen = fmt or detect_format(path)
     reader = {"jsonl": _read_jsonl, "ifeval-responses": _read_prompt_rows, "sql-lines": _read_sql_lines,
               "bird-json": _read_bird_json, "bfcl-result": _read_bfcl_results}[chosen]
     return PredictionFile(str(path), chosen, fmt is None, reader(Path(path)))
+
+
+def read_prediction_file(path: str | Path, fmt: str | None = None) -> PredictionFile:
+    """Every prediction in ``path``, listed (see :func:`stream_prediction_file`)."""
+    file = stream_prediction_file(path, fmt)
+    file.predictions = list(file.predictions)
+    return file
 
 
 def _text(value: Any) -> str:
@@ -145,36 +171,34 @@ def _response(row: dict[str, Any], path: Path, lineno: int, fmt: str) -> str:
     return _text(row["response"])
 
 
-def _read_jsonl(path: Path) -> list[Prediction]:
-    out = []
+def _read_jsonl(path: Path) -> Iterator[Prediction]:
     for lineno, row in iter_jsonl(path):
         rid = row.get("id", row.get("key"))
         prompt = row.get("prompt") if rid is None and isinstance(row.get("prompt"), str) else None
-        out.append(Prediction(f"line {lineno}", _response(row, path, lineno, "jsonl"),
-                              id=None if rid is None else str(rid), prompt=prompt))
-    return out
+        yield Prediction(f"line {lineno}", _response(row, path, lineno, "jsonl"),
+                         id=None if rid is None else str(rid), prompt=prompt)
 
 
-def _read_prompt_rows(path: Path) -> list[Prediction]:
-    out = []
+def _read_prompt_rows(path: Path) -> Iterator[Prediction]:
     for lineno, row in iter_jsonl(path):
         if not isinstance(row.get("prompt"), str):
             raise DataError("row has no 'prompt' string (ifeval-responses rows are "
                             f"{FORMATS['ifeval-responses']})", path=str(path), row=lineno)
-        out.append(Prediction(f"line {lineno}", _response(row, path, lineno, "ifeval-responses"),
-                              prompt=row["prompt"]))
-    return out
+        yield Prediction(f"line {lineno}", _response(row, path, lineno, "ifeval-responses"), prompt=row["prompt"])
 
 
-def _read_sql_lines(path: Path) -> list[Prediction]:
-    lines = _read_text(path).splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    out = []
-    for i, line in enumerate(lines):
+def _read_sql_lines(path: Path) -> Iterator[Prediction]:
+    blanks: list[int] = []  # blank lines seen since the last query: predictions only if a query follows
+    for lineno, line in iter_text_lines(path):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            blanks.append(lineno)
+            continue
+        for blank in blanks:
+            yield Prediction(f"line {blank}", "", position=blank - 1)
+        blanks.clear()
         sql, _, db_id = line.partition("\t")
-        out.append(Prediction(f"line {i + 1}", sql.strip(), position=i, db_id=db_id.strip() or None))
-    return out
+        yield Prediction(f"line {lineno}", sql.strip(), position=lineno - 1, db_id=db_id.strip() or None)
 
 
 def _read_bird_json(path: Path) -> list[Prediction]:
@@ -194,16 +218,14 @@ def _read_bird_json(path: Path) -> list[Prediction]:
     return out
 
 
-def _read_bfcl_results(path: Path) -> list[Prediction]:
+def _read_bfcl_results(path: Path) -> Iterator[Prediction]:
     files = sorted(p for p in path.rglob("*.json") if p.is_file()) if path.is_dir() else [path]
     if not files:
         raise DataError("folder holds no BFCL result files (*.json)", path=str(path))
-    out = []
     for file in files:
         prefix = f"{file.relative_to(path)}, " if path.is_dir() else ""
         for lineno, row in iter_jsonl(file):
             if "id" not in row or "result" not in row:
                 raise DataError(f"row needs 'id' and 'result' (bfcl-result rows are {FORMATS['bfcl-result']})",
                                 path=str(file), row=lineno)
-            out.append(Prediction(f"{prefix}line {lineno}", _text(row["result"]), id=str(row["id"])))
-    return out
+            yield Prediction(f"{prefix}line {lineno}", _text(row["result"]), id=str(row["id"]))

@@ -29,12 +29,21 @@ class PredictionsDoNotMatch(ValueError):
     """No prediction of a file matches any case: scoring it would report a plausible-looking zero."""
 
 
+#: how many unmatched or repeated predictions are kept by name (the rest are counted only, so that
+#: a huge file of the wrong benchmark needs no memory per row)
+EXAMPLES_KEPT = 20
+
+
 @dataclass
 class MatchResult:
     responses: dict[str, str] = field(default_factory=dict)  # case id -> response
-    unmatched: list[str] = field(default_factory=list)  # "id 'q3' (line 3)" per prediction matching no case
+    unmatched: list[str] = field(default_factory=list)  # "id 'q3' (line 3)": the first EXAMPLES_KEPT
     missing: list[str] = field(default_factory=list)  # ids of cases (not skipped) with no prediction
-    repeated: list[str] = field(default_factory=list)  # predictions for a case already predicted
+    repeated: list[str] = field(default_factory=list)  # predictions for a case already predicted (first ones)
+    read: int = 0  # predictions read from the file
+    unmatched_count: int = 0
+    repeated_count: int = 0
+    first: Prediction | None = None  # the file's first prediction (for messages)
 
 
 def _row(case: EvalCase) -> int | None:
@@ -88,15 +97,23 @@ class CaseIndex:
 
 
 def match_predictions(file: PredictionFile, cases: Sequence[EvalCase]) -> MatchResult:
+    """Match the file's predictions (read in one pass, so a streamed file is never held whole)."""
     index = CaseIndex(cases)
     result = MatchResult()
     for prediction in file.predictions:
+        result.read += 1
+        if result.first is None:
+            result.first = prediction
         case, why = index.find(prediction)
         if case is None:
-            result.unmatched.append(f"{why} ({prediction.where})")
+            result.unmatched_count += 1
+            if len(result.unmatched) < EXAMPLES_KEPT:
+                result.unmatched.append(f"{why} ({prediction.where})")
             continue
         if case.id in result.responses:
-            result.repeated.append(f"{prediction.key_text()} ({prediction.where})")
+            result.repeated_count += 1
+            if len(result.repeated) < EXAMPLES_KEPT:
+                result.repeated.append(f"{prediction.key_text()} ({prediction.where})")
         result.responses[case.id] = prediction.response
     result.missing = [c.id for c in cases if c.id not in result.responses and not c.meta.get("skip_reason")]
     return result
@@ -106,13 +123,13 @@ def require_a_match(file: PredictionFile, result: MatchResult, cases: Sequence[E
                     formats: Sequence[str]) -> None:
     """Raise :class:`PredictionsDoNotMatch` when the file has no prediction or none matches a case."""
     how = f"detected as {file.format}" if file.detected else f"read as {file.format}, as --format says"
-    if not file.predictions:
+    if result.first is None:
         raise PredictionsDoNotMatch(f"{file.path} ({how}) holds no predictions")
     if result.responses or not cases:
         return
-    first = file.predictions[0]
+    first = result.first
     raise PredictionsDoNotMatch(
-        f"none of the {len(file.predictions)} predictions in {file.path} ({how}) matches a {benchmark} case: "
+        f"none of the {result.read} predictions in {file.path} ({how}) matches a {benchmark} case: "
         f"expected {CaseIndex(cases).expected_key(first)}, got {result.unmatched[0]}. "
         f"{benchmark} reads predictions as {', '.join(formats)} (name one with --format)")
 
@@ -128,8 +145,8 @@ def match_warnings(result: MatchResult, n_cases: int) -> list[str]:
         out.append(f"{len(result.missing)} of {_count(n_cases, 'case')} had no prediction and "
                    f"{'was' if len(result.missing) == 1 else 'were'} scored as wrong (first: {result.missing[0]!r})")
     if result.unmatched:
-        out.append(f"{_count(len(result.unmatched), 'prediction')} matched no case (first: {result.unmatched[0]})")
+        out.append(f"{_count(result.unmatched_count, 'prediction')} matched no case (first: {result.unmatched[0]})")
     if result.repeated:
-        out.append(f"{_count(len(result.repeated), 'prediction')} repeated a case already predicted; the later "
+        out.append(f"{_count(result.repeated_count, 'prediction')} repeated a case already predicted; the later "
                    f"one is used (first: {result.repeated[0]})")
     return out

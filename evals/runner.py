@@ -2,7 +2,8 @@
 
 Writes into ``--out``: ``results.jsonl`` (one row per case), ``summary.json``, ``summary.md``
 (the table), ``skipped.jsonl`` (cases that could not be scored, with the reason) and, when a
-model generated the responses, ``predictions.jsonl``.
+model generated the responses, ``predictions.jsonl``. The JSON is strict: an undefined figure
+(accuracy over no scorable case) is ``null``, never ``NaN``.
 
 Predictions are mrbench's JSONL rows ``{id, response}`` or a file in the format the benchmark's
 official evaluator reads (Spider's one query per line, BIRD's ``predict_dev.json``, IFEval's
@@ -28,17 +29,17 @@ from typing import Any
 
 from evals.base import EvalCase, Evaluator
 from evals.generate_cases import Estimate, Generate, estimate, generate_for_cases
-from evals.prediction_formats import FORMATS, read_prediction_file
+from evals.prediction_formats import FORMATS, stream_prediction_file
 from evals.prediction_match import MatchResult, match_predictions, match_warnings, require_a_match
 from evals.registry import make_evaluator
-from mrbench_core.jsonio import atomic_write_json, atomic_write_text
+from mrbench_core.jsonio import atomic_write_json, atomic_write_text, strict_json_line
 
 
 def read_predictions(path: str | Path, cases: Sequence[EvalCase], evaluator: Evaluator,
                      predictions_format: str | None = None) -> tuple[str, MatchResult]:
     """(format used, predictions matched to ``cases``); raises when the evaluator does not read that
     format or when no prediction matches a case. Tells the evaluator the format."""
-    file = read_prediction_file(path, predictions_format)
+    file = stream_prediction_file(path, predictions_format)  # read once, while matching
     formats = evaluator.prediction_formats
     if file.format not in formats:
         how = "detected in" if file.detected else "named for"
@@ -136,16 +137,15 @@ def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, 
     warnings = match_warnings(matched, len(cases)) if predictions is not None else []
     report = evaluator.score(cases, responses)
     t_score = time.time() - t0 - t_gen
-    atomic_write_text(out / "results.jsonl", "".join(
-        json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in report.rows))
-    atomic_write_text(out / "skipped.jsonl", "".join(
-        json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in report.skipped))
+    # strict JSON (an undefined figure, e.g. accuracy over no scorable case, is null, not NaN)
+    atomic_write_text(out / "results.jsonl", "".join(map(strict_json_line, report.rows)))
+    atomic_write_text(out / "skipped.jsonl", "".join(map(strict_json_line, report.skipped)))
     summary = dict(report.summary)
     summary.update({
         "benchmark": name,
         "cases": len(cases),
         "missing_predictions": len(missing),
-        "unmatched_predictions": len(matched.unmatched),
+        "unmatched_predictions": matched.unmatched_count,
         "skipped": len(report.skipped),
         "source": "predictions:" + str(predictions) if predictions is not None else f"model:{model}",
         "predictions_format": used_format,
@@ -153,7 +153,7 @@ def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, 
         "seconds_generate": round(t_gen, 3),
         "seconds_score": round(t_score, 3),
     })
-    atomic_write_json(out / "summary.json", summary)
+    atomic_write_json(out / "summary.json", summary, strict=True)
     atomic_write_text(out / "summary.md", report.table + "\n")
     summary["table"] = report.table
     return summary
@@ -191,7 +191,7 @@ def run_suite(names: Sequence[str], *, out_dir: str | Path, generate: Generate,
             on_result(name, summaries[name])
     suite = {"benchmarks": {n: {k: v for k, v in s.items() if k != "table"} for n, s in summaries.items()},
              **suite_averages(summaries)}
-    atomic_write_json(Path(out_dir) / "suite.json", suite)
+    atomic_write_json(Path(out_dir) / "suite.json", suite, strict=True)
     tables = [summaries[n]["table"] for n in names]
     average = ""
     if "text2sql_paper_average" in suite:

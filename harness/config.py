@@ -29,6 +29,8 @@ from typing import Any
 import yaml
 
 from harness.config_types import ConfigError, build, checked, setting
+from mrbench_core.errors import DataError
+from mrbench_core.jsonio import read_text
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
 #: ``model.train_dtype`` values (resolved by :func:`harness.models.resolve_train_dtype`)
@@ -44,6 +46,10 @@ class TaskConfig:
                                            "(null: all)", ge=1)
     options: dict[str, Any] = setting(factory=dict, help="task constructor keyword arguments "
                                                          "(--task.options.KEY VALUE)")
+    verifier_timeout_s: float = setting(5.0, help="per-response time budget of the task's verifiers, in seconds: "
+                                                  "past it every reward of that response gets its failure value "
+                                                  "with the reason 'timeout' (counted as verifier_timeouts in "
+                                                  "metrics.jsonl); 0: no limit")
 
     def __post_init__(self) -> None:
         checked(self, "task")
@@ -312,9 +318,11 @@ def recipe_path(name_or_path: str) -> Path:
 def load_recipe(name_or_path: str) -> dict[str, Any]:
     path = recipe_path(name_or_path)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(read_text(path)) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    except DataError as exc:  # not UTF-8: the message names the file, line and byte
+        raise ConfigError(str(exc)) from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a recipe must be a mapping at top level")
     return data

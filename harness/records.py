@@ -40,12 +40,14 @@ from typing import Any
 
 from harness.config import ConfigError, RunConfig, from_dict, model_slug
 from mrbench_core.errors import DataError
-from mrbench_core.jsonio import atomic_write_json, atomic_write_text, iter_jsonl
+from mrbench_core.jsonio import atomic_write_json, atomic_write_text, iter_jsonl, read_text
 
 STATUS_RUNNING = "running"
 STATUS_FINISHED = "finished"
 STATUS_FAILED = "failed"
 STATUS_INTERRUPTED = "interrupted"  # stopped by Ctrl-C / SIGTERM (checkpointed where the backend could)
+#: beside checkpoint/state.pt: {"step": N}, how far the checkpoint goes (harness.backends.checkpoint)
+CHECKPOINT_STEP_FILE = "step.json"
 
 
 class RecordError(RuntimeError):
@@ -61,9 +63,11 @@ def read_json(path: Path) -> Any:
     if not path.exists():
         raise RecordError(f"{path}: missing")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise RecordError(f"{path}: corrupt JSON ({exc})") from exc
+    except DataError as exc:  # not UTF-8
+        raise RecordError(str(exc)) from exc
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -101,9 +105,10 @@ def library_versions() -> dict[str, str | None]:
 
 
 #: config fields that say how a run executes, not what it computes: resuming a record with other
-#: values is allowed (a sweep gives each parallel job its share of the cores)
+#: values is allowed (a sweep gives each parallel job its share of the cores; the verifiers' time
+#: budget only ever changes a verdict whose verifier stalled)
 EXECUTION_FIELDS = (("backend", "local", "threads"), ("output", "loggers"), ("output", "logger_group"),
-                    ("output", "save_model"), ("output", "save_merged"))
+                    ("output", "save_model"), ("output", "save_merged"), ("task", "verifier_timeout_s"))
 
 
 def config_identity(config: dict[str, Any]) -> dict[str, Any]:
@@ -287,8 +292,17 @@ class RunRecord:
         return self.provenance().get("status") == STATUS_FINISHED
 
     # -- metrics and samples ------------------------------------------------------------------
+    def _rows(self, name: str) -> list[dict[str, Any]]:
+        """The rows of one of the record's JSON-lines files; a damaged line is a RecordError naming
+        the file, the line and what to do (writes are atomic, so only an outside edit tears one)."""
+        try:
+            return read_jsonl(self.path / name)
+        except RecordError as exc:
+            raise RecordError(f"{exc}; repair or delete that line and the ones after it (a resume recomputes "
+                              f"the steps after its checkpoint), or remove {self.path} to start the run over") from exc
+
     def metrics(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.path / "metrics.jsonl")
+        return self._rows("metrics.jsonl")
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         """Append one step's metrics. Steps must increase strictly (a repeated step is an error)."""
@@ -305,12 +319,12 @@ class RunRecord:
         """Drop metrics rows after ``last_step`` (used on resume from a checkpoint at that step)."""
         rows = [r for r in self.metrics() if r["step"] <= last_step]
         self._write_jsonl("metrics.jsonl", rows)
-        samples = [r for r in read_jsonl(self.path / "samples.jsonl") if r.get("step", 0) <= last_step]
+        samples = [r for r in self._rows("samples.jsonl") if r.get("step", 0) <= last_step]
         self._write_jsonl("samples.jsonl", samples)
 
     def append_samples(self, rows: Iterable[dict[str, Any]]) -> None:
         rows = list(rows)
-        self._write_jsonl("samples.jsonl", read_jsonl(self.path / "samples.jsonl") + rows)
+        self._write_jsonl("samples.jsonl", self._rows("samples.jsonl") + rows)
         for observer in self.observers:
             observer.samples(rows)
 
@@ -324,6 +338,14 @@ class RunRecord:
     @property
     def checkpoint_dir(self) -> Path:
         return self.path / "checkpoint"
+
+
+def checkpoint_step(record_path: Path) -> int | None:
+    """The step the record's checkpoint goes to (None: no checkpoint, or its step file is unreadable)."""
+    try:
+        return int(json.loads((Path(record_path) / "checkpoint" / CHECKPOINT_STEP_FILE).read_text(encoding="utf-8"))["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def load_record(path: Path) -> dict[str, Any]:

@@ -117,6 +117,12 @@ def run(cfg: RunConfig) -> int:
             backend = plan.backend_class(cfg, plan.task, plan.algorithm)
             summary = backend.train(rec)
             evaluation = end_of_run_eval(plan, backend.generate, cfg)
+        except RecordError as exc:  # a damaged record or checkpoint: one line naming the file and what to do
+            rec.fail(f"{type(exc).__name__}: {exc}")
+            if loggers:
+                loggers.close(None)
+            print(f"mrbench run: {exc}", file=sys.stderr)
+            return 2
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):  # Ctrl-C or SIGTERM (the backend checkpointed where it could)
                 rec.interrupt(str(exc) or "KeyboardInterrupt")

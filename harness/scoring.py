@@ -9,7 +9,10 @@ A file with no rows, or none that could be scored (a null response, or a reward 
 be computed, such as execution on a missing database), is a DataError after the output is
 written; when only some rows are like that, :meth:`ScoredFile.warnings` says how many.
 :meth:`ScoredFile.table` gives each reward's mean over the rows it applies to (rewards named per
-example, like instruction following's constraints, averaged by the task's ``reward_family``).
+example, like instruction following's constraints, averaged by the task's ``reward_family``). Each
+response is scored within a time budget (``time_budget_s``, default
+:data:`tasks.base.DEFAULT_VERIFIER_TIMEOUT_S`); past it its rewards get their failure values with
+the reason ``timeout``, and the warnings count those rows.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mrbench_core.jsonio import atomic_write_text, iter_jsonl
-from tasks.base import DataError, Task
+from tasks.base import DEFAULT_VERIFIER_TIMEOUT_S, TIMEOUT_REASON, DataError, Task
 from tasks.registry import make_task
 
 
@@ -32,7 +35,8 @@ def row_id(row: dict[str, Any], lineno: int) -> str:
     return str(lineno)
 
 
-def score_row(task: Task, row: dict[str, Any], *, where: str, lineno: int, data_dir: str | None) -> dict[str, Any]:
+def score_row(task: Task, row: dict[str, Any], *, where: str, lineno: int, data_dir: str | None,
+              time_budget_s: float | None = DEFAULT_VERIFIER_TIMEOUT_S) -> dict[str, Any]:
     if "response" not in row:
         raise DataError("row has no 'response' field", path=where, row=lineno)
     response = row["response"]
@@ -41,7 +45,7 @@ def score_row(task: Task, row: dict[str, Any], *, where: str, lineno: int, data_
     if not isinstance(response, str):
         raise DataError(f"'response' must be a string, got {type(response).__name__}", path=where, row=lineno)
     example = task.example_from_row(row, where=f"{where}, row {lineno}", data_dir=data_dir)
-    verdicts = task.score(example, response)
+    verdicts = task.score_within(example, response, time_budget_s)
     names = [v.reward for v in verdicts]
     return {
         "id": row_id(row, lineno),
@@ -62,6 +66,7 @@ class ScoredFile:
     usable: int = 0
     no_response: list[str] = field(default_factory=list)  # "row 3" per row whose response is null
     unscored: list[str] = field(default_factory=list)  # "row 3: execution: <reason>" per reward not computed
+    timeouts: list[str] = field(default_factory=list)  # "row 3" per row whose verifiers ran past the budget
     sums: dict[str, list[float]] = field(default_factory=dict)  # reward (family) -> [sum, rows]
 
     def add(self, name: str, value: float | None) -> None:
@@ -92,6 +97,9 @@ class ScoredFile:
         if self.unscored:
             out.append(f"{len(self.unscored)} of {self.rows} rows have a reward that could not be computed "
                        f"(first: {self.unscored[0]})")
+        if self.timeouts:
+            out.append(f"{len(self.timeouts)} of {self.rows} rows ran past the verifiers' time budget and were "
+                       f"scored as failing (reason 'timeout'; first: {self.timeouts[0]})")
         return out
 
 
@@ -102,13 +110,16 @@ def _reward_not_computed(scored: dict[str, Any]) -> str | None:
     return None
 
 
-def score_file(task_name: str, data: str, out: str, *, data_dir: str | None = None) -> ScoredFile:
+def score_file(task_name: str, data: str, out: str, *, data_dir: str | None = None,
+               time_budget_s: float | None = DEFAULT_VERIFIER_TIMEOUT_S) -> ScoredFile:
     task = make_task(task_name)
     family = getattr(task, "reward_family", None) or (lambda name: name)
     lines = []
     result = ScoredFile()
     for lineno, row in iter_jsonl(data):
-        scored = score_row(task, row, where=str(data), lineno=lineno, data_dir=data_dir)
+        scored = score_row(task, row, where=str(data), lineno=lineno, data_dir=data_dir, time_budget_s=time_budget_s)
+        if any(d["reason"] == TIMEOUT_REASON for d in scored["details"].values()):
+            result.timeouts.append(f"row {lineno}")
         lines.append(json.dumps(scored, ensure_ascii=False, default=str))
         result.rows += 1
         for name in scored["reward_names"]:

@@ -7,6 +7,10 @@ The path of one training step:
    ``Example.reward_names``. A verdict carries the value (NaN where the reward does not apply),
    a reason, the verifier's information block Z_k as text (``None``: the reward keeps the uniform
    token assignment on this response), and the character spans of the response it read.
+   ``Task.score_within(example, response, seconds)`` is the same under a time budget: a response
+   whose verifiers run past it gets every reward's failure value (the low end of its declared
+   range) with the reason ``timeout`` (:data:`TIMEOUT_REASON`), so that no model output can
+   stall training.
 4. ``Task.replay_contexts(...)`` builds the leave-one-out contexts of paper Eq. 4.
 
 A verifier never raises on model output; bad *data* raises :class:`DataError` naming file and row.
@@ -26,8 +30,14 @@ from typing import Any
 
 from mrbench_core.errors import DataError
 from mrbench_core.replay_kinds import ReplayRequest
+from mrbench_core.time_budget import TimeBudgetExceeded, time_limit
 
 __all__ = ["DataError", "Example", "Message", "ReplayContexts", "RewardSpec", "Task", "Verdict"]
+
+#: the reason of a verdict whose verifier ran past the time budget (:meth:`Task.score_within`)
+TIMEOUT_REASON = "timeout"
+#: the default per-response time budget of the verifiers, seconds (config ``task.verifier_timeout_s``)
+DEFAULT_VERIFIER_TIMEOUT_S = 5.0
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 
@@ -187,6 +197,25 @@ class Task(ABC):
     @abstractmethod
     def score(self, example: Example, response: str) -> list[Verdict]:
         """One verdict per reward of ``example.reward_names``, in order. Never raises on ``response``."""
+
+    def score_within(self, example: Example, response: str,
+                     seconds: float | None = DEFAULT_VERIFIER_TIMEOUT_S) -> list[Verdict]:
+        """:meth:`score` within ``seconds`` of wall-clock time (None or 0: no limit); past it, every
+        reward gets its failure value with the reason ``timeout`` (see the module docstring)."""
+        try:
+            with time_limit(seconds):
+                return self.score(example, response)
+        except TimeBudgetExceeded:
+            return self.timeout_verdicts(example, seconds)
+
+    def timeout_verdicts(self, example: Example, seconds: float | None) -> list[Verdict]:
+        """Every reward at the low end of its declared range (0.0 when undeclared), reason ``timeout``."""
+        out = []
+        for name in example.reward_names:
+            span = self.reward_range(name)
+            out.append(Verdict(reward=name, value=float(span[0]) if span else 0.0, reason=TIMEOUT_REASON,
+                               detail={"timeout_s": seconds}))
+        return out
 
     # -- replay contexts ------------------------------------------------------------------
     def replay_contexts(self, example: Example, verdicts: Sequence[Verdict],

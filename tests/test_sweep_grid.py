@@ -14,7 +14,7 @@ from harness.records import RunRecord
 from harness.sweep.executors import LocalExecutor, with_threads
 from harness.sweep.grid import GridError, check_cells, expand, load_grid
 from harness.sweep.ray_executor import cell_resources
-from harness.sweep.status import FAILED, FINISHED, PENDING, RUNNING, cell_state
+from harness.sweep.status import FAILED, FINISHED, INTERRUPTED, PENDING, RUNNING, cell_state
 
 
 def _grid(tmp_path: Path, data: dict) -> Path:
@@ -109,11 +109,11 @@ def test_status_reads_pending_running_failed_and_finished(tmp_path, capsys):
         assert cell_state(cells[2]).note == "RuntimeError: boom"
         assert cli.main(["sweep", str(path), "--status"]) == 0
         out = capsys.readouterr().out
-        assert "4 cells: 1 pending, 1 running, 1 failed, 1 finished" in out
+        assert "4 cells: 1 pending, 1 running, 0 interrupted, 1 failed, 1 finished" in out
     finally:
         running.unlock()
-    # a writer that died without finishing (its lock no longer held) shows as failed, to be resumed
-    assert cell_state(cells[3]).state == FAILED and "stopped without finishing" in cell_state(cells[3]).note
+    # a writer that died without finishing (its lock no longer held) shows as interrupted, to be resumed
+    assert cell_state(cells[3]).state == INTERRUPTED and "stopped without finishing" in cell_state(cells[3]).note
 
 
 def test_local_slots_share_the_cores_and_ray_resources_follow_the_cell(tmp_path, monkeypatch):

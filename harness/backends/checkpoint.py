@@ -7,13 +7,19 @@ config. The file is written to a temporary name and renamed, so a kill at any mo
 either the previous checkpoint or the new one, never a torn file. It is written without the zip
 archive's CRC-32 checksums: the rename already rules out a torn file, and computing them took
 about half of the write of a 135M model's 1.6 GB state (the main job writes one after every step).
+The temporary file of a killed write (``.state.pt.tmp-<pid>``) is removed by the next :func:`load`
+(the record's lock keeps any other writer out). Beside it, ``step.json`` (``{"step": N}``, written after the rename) says how
+far the checkpoint goes without loading it (``mrbench sweep --status``); after a kill between the
+two writes it lags one checkpoint behind, never ahead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import random
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +27,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.records import CHECKPOINT_STEP_FILE as STEP_FILE
+from harness.records import RecordError
+
 STATE_FILE = "state.pt"
+
+
+class CheckpointError(RecordError):
+    """A checkpoint that cannot be read; the message names the file and what to do."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -66,10 +79,26 @@ def save(directory: Path, *, step: int, model: Any, optimizer: torch.optim.Optim
                "rng": rng_state(), "data_position": data_position, "fingerprint": fingerprint}
     path = directory / STATE_FILE
     tmp = directory / f".{STATE_FILE}.tmp-{os.getpid()}"
-    with _without_crc():
-        torch.save(payload, tmp)
-    os.replace(tmp, path)
+    try:
+        with _without_crc():
+            torch.save(payload, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    from mrbench_core.jsonio import atomic_write_json
+
+    atomic_write_json(directory / STEP_FILE, {"step": step})
     return path
+
+
+def remove_stale_temporaries(directory: Path) -> list[Path]:
+    """Delete the temporary files of killed checkpoint writes (call with the record's lock held)."""
+    removed = []
+    for tmp in Path(directory).glob(f".{STATE_FILE}.tmp-*"):
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
 
 
 @contextlib.contextmanager
@@ -89,12 +118,20 @@ def _without_crc() -> Iterator[None]:
 
 
 def load(directory: Path) -> dict[str, Any] | None:
-    """The saved state, or None when there is no checkpoint."""
+    """The saved state, or None when there is no checkpoint; :class:`CheckpointError` (one line
+    naming the file) when it cannot be read. Leftovers of killed writes are removed first."""
     path = Path(directory) / STATE_FILE
+    remove_stale_temporaries(path.parent)
     if not path.exists():
         return None
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except (RuntimeError, EOFError, OSError) as exc:
-        raise RuntimeError(f"{path}: unreadable checkpoint ({exc}); remove it to restart the run "
-                           f"from scratch") from exc
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{path}: unreadable checkpoint ({path.stat().st_size} bytes; {first}); "
+                              f"remove {path.parent} to restart the run from step 0") from exc
+    if not isinstance(state, dict) or not {"step", "model", "optimizer", "rng"} <= set(state):
+        raise CheckpointError(f"{path}: not a mrbench checkpoint (no step, model, optimizer and rng); "
+                              f"remove {path.parent} to restart the run from step 0")
+    return state
+

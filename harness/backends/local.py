@@ -50,7 +50,7 @@ from typing import Any
 import torch
 
 from harness.attention import rollout_attention, use_for_rollout
-from harness.backends import BACKENDS, checkpoint
+from harness.backends import BACKENDS, checkpoint, stop_signal
 from harness.backends.algo_step import StepPlan, plan_step, step_advantages
 from harness.backends.base import Backend
 from harness.backends.data_order import examples_at
@@ -271,9 +271,7 @@ class LocalBackend(Backend):
 
     # -- signals ----------------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
-        if self._stop is not None:
-            raise KeyboardInterrupt
-        self._stop = signal.Signals(signum).name
+        self._stop = stop_signal.stop_reason(self._stop, signum)  # one signal, handled once
 
     # -- the run ------------------------------------------------------------------------------------
     def train(self, record: Any) -> dict[str, Any]:
@@ -384,7 +382,7 @@ class LocalBackend(Backend):
             rollouts = self._sample(batch_examples, n, plan)
         with phases("score"):
             for r in rollouts:
-                r.verdicts = task.score(r.example, r.text)
+                r.verdicts = task.score_within(r.example, r.text, cfg.task.verifier_timeout_s)
             rewards, group_ids, mask, T = batch_tensors(rollouts)
 
         # ALGO LOGIC: replay what the algorithm asks, then its token advantages --------------------

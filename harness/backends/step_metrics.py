@@ -11,7 +11,9 @@ non-NaN pairs), ``replay_sequences`` (forward passes' sequences), ``adv_abs_mean
 ``entropy`` (when the entropy term is on), ``grad_norm`` (before clipping, max over mini-batches),
 ``ratio_max``, the algorithm's own metrics as ``algo/<key>``, and the seconds spent in
 ``time_generate``, ``time_score``, ``time_replay``, ``time_update``, ``time_credit`` (writing the
-credit rows, :mod:`harness.credit.trainlog`) and ``time_step``.
+credit rows, :mod:`harness.credit.trainlog`) and ``time_step``, and ``verifier_timeouts``: the
+responses whose verifiers ran past ``task.verifier_timeout_s`` (every reward of such a response
+has its failure value, reason ``timeout``: :meth:`tasks.base.Task.score_within`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import torch
 
 from harness.metric_names import reward_mean_name
+from tasks.base import TIMEOUT_REASON
 
 
 @dataclass
@@ -49,6 +52,8 @@ def step_row(n: int, rollouts: Sequence[Any], rewards: torch.Tensor, mask: torch
     family = family or (lambda name: name)
     row: dict[str, Any] = {"step": n + 1}
     per_name: dict[str, list[float]] = {}
+    # responses whose verifiers ran past the time budget (their rewards were given the failure value)
+    row["verifier_timeouts"] = sum(any(v.reason == TIMEOUT_REASON for v in r.verdicts) for r in rollouts)
     for r in rollouts:
         for v in r.verdicts:
             if not (isinstance(v.value, float) and math.isnan(v.value)):

@@ -4,7 +4,10 @@ Standard library only, so that a Ray worker can run :func:`run_cell_process` wit
 mrbench (Ray ships this module by value). The child's output goes to ``<record>/cell.log``. The
 child dies with its parent (``PR_SET_PDEATHSIG``: a killed sweep or Ray worker sends it SIGTERM,
 on which the local backend checkpoints), and on KeyboardInterrupt (Ctrl-C, ``ray.cancel``) it is
-sent SIGTERM and given time to checkpoint.
+sent SIGTERM and given time to checkpoint. Its environment carries :data:`CELL_ENV`, on which the
+backend handles the first stop signal once and ignores repeats (a dying parent's threads each send
+the parent-death signal; :mod:`harness.backends.stop_signal`), so a killed sweep's cells finish the
+step in progress, checkpoint and exit on their own.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import subprocess
 import sys
 
 PR_SET_PDEATHSIG = 1
+#: in a cell's environment: the process is a sweep cell (read by harness.backends.stop_signal)
+CELL_ENV = "MRBENCH_SWEEP_CELL"
 STOP_GRACE_S = 120.0
 
 
@@ -45,6 +50,7 @@ def start_cell_process(cell_yaml: str, log_path: str, cwd: str, env: dict[str, s
     """Start the cell in its own session (a terminal's Ctrl-C reaches only the sweep, which stops
     the cells itself), appending its output to ``log_path``."""
     hook = _die_with(os.getpid()) if sys.platform.startswith("linux") else None
+    env = {**env, CELL_ENV: "1"}
     with open(log_path, "ab") as log:  # the child keeps its own descriptor
         # the hook only calls prctl and getppid, which is safe between fork and exec in a threaded parent
         return subprocess.Popen(cell_command(cell_yaml, run_args=run_args), cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -83,6 +83,8 @@ class Progress:
         self._show()
         if state == FINISHED:
             self.bar.update(1)
+        elif state == RUNNING:
+            self.bar.write(f"mrbench sweep: {cell.id}: another process runs it (its record is locked); left to it")
         else:
             log = cell.record_dir / "cell.log"
             where = f"; log: {log}" if log.exists() else ""
@@ -118,6 +120,7 @@ def run_cells(spec: GridSpec, cells: list[Cell], opts: SweepOptions) -> int:
         executor.run(todo, progress)
     except KeyboardInterrupt:
         progress.close()
+        log.refresh(cells)
         _, counts = status_table(cells)
         print(f"\nsweep stopped: {counts[FINISHED]} of {len(cells)} cells finished; rerun the same command "
               f"to continue", file=sys.stderr)
@@ -126,6 +129,7 @@ def run_cells(spec: GridSpec, cells: list[Cell], opts: SweepOptions) -> int:
         for s, handler in old.items():
             signal.signal(s, handler)
     progress.close()
+    log.refresh(cells)
     table, counts = status_table(cells)
     print(table)
     print(_count_line(counts, len(cells)))
@@ -172,7 +176,7 @@ def cmd_sweep(opts: SweepOptions) -> int:
             return 2
     if opts.dry_run:
         for cell in cells:
-            print(f"{cell_state(cell).state:<8}  {cell.record_dir}")
+            print(f"{cell_state(cell).state:<11}  {cell.record_dir}")
         print(f"{len(cells)} cells under {spec.root}", file=sys.stderr)
         return 0
     return run_cells(spec, cells, opts)

@@ -40,6 +40,8 @@ from typing import Any
 import yaml
 
 from harness.config import SHORTCUTS, ConfigError, RunConfig, model_slug, resolve
+from mrbench_core.errors import DataError
+from mrbench_core.jsonio import read_text
 
 GRID_KEYS = ("name", "base", "recipe", "root", "set", "grid", "when", "exclude", "resources")
 #: axes that are already part of the record path (every other axis names a variant directory)
@@ -152,9 +154,11 @@ def load_grid(path: str | Path) -> GridSpec:
     if not path.is_file():
         raise GridError(f"{path}: no such grid file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(read_text(path)) or {}
     except yaml.YAMLError as exc:
         raise GridError(f"{path}: not valid YAML: {exc}") from exc
+    except DataError as exc:  # not UTF-8: names the file, line and byte
+        raise GridError(str(exc)) from exc
     if not isinstance(data, dict):
         raise GridError(f"{path}: a grid file is a mapping (keys: {', '.join(GRID_KEYS)})")
     for key in data:
@@ -275,7 +279,7 @@ def expand(spec: GridSpec) -> list[Cell]:
         for rule in spec.when:
             if _matches(rule.match, overrides):
                 overrides.update(rule.set)
-        label = ", ".join(f"{k}={v}" for k, v in values.items()) or "the only cell"
+        label = _label(values)
         try:
             cfg = resolve(spec.base, list(SWEEP_DEFAULTS) + _pairs(overrides))
         except ConfigError as exc:
@@ -290,6 +294,7 @@ def expand(spec: GridSpec) -> list[Cell]:
     unused = [i for i, n in enumerate(used) if n == 0]
     if unused:
         raise GridError(f"{spec.path}: exclude[{unused[0]}] matches no cell (check its values)")
+    _refuse_equal_configs(spec, cells)
     if spec.base_model:
         from harness.sweep.base_cells import base_cells
 
@@ -301,6 +306,29 @@ def expand(spec: GridSpec) -> list[Cell]:
                             f"directory {cell.id} (two model names with the same slug?)")
         ids[cell.id] = cell
     return cells
+
+
+def _label(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items()) or "the only cell"
+
+
+def _refuse_equal_configs(spec: GridSpec, cells: list[Cell]) -> None:
+    """Two cells whose configs resolve to the same thing (``temperature: [1, 1.0]``) would train the
+    same run twice under two names: refused, naming both cells' grid values."""
+    from harness.records import config_identity
+
+    seen: dict[str, Cell] = {}
+    for cell in cells:
+        ident = config_identity(cell.cfg.to_dict())
+        ident.pop("output", None)  # the record directory differs by construction
+        key = json.dumps(ident, sort_keys=True, default=str)
+        if key in seen:
+            a, b = seen[key].values, cell.values
+            differ = [k for k in a if a[k] != b.get(k) or str(a[k]) != str(b.get(k))] or list(a)
+            raise GridError(f"{spec.path}: grid values {_label({k: a[k] for k in differ})} and "
+                            f"{_label({k: b[k] for k in differ})} resolve to one configuration (cells "
+                            f"{Path(seen[key].id).parent} and {Path(cell.id).parent}); list each value once")
+        seen[key] = cell
 
 
 def check_cells(spec: GridSpec, cells: list[Cell]) -> None:

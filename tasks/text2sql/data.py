@@ -32,6 +32,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from mrbench_core.jsonio import read_text
 from tasks.base import DataError
 
 
@@ -121,8 +122,7 @@ def database_path(db_dirs: list[str], db_id: str) -> str | None:
 
 def _read_json_list(path: str) -> list[Any]:
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise DataError(f"not valid JSON: {exc}", path=path) from exc
     if not isinstance(data, list):

@@ -25,6 +25,7 @@ The official evaluator's textual rules stay hand-written, applied to the code to
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -55,6 +56,17 @@ class Lexeme:
 
 
 def lex(sql: str) -> list[Lexeme]:
+    """The code tokens of ``sql`` (:func:`_lex`), memoised: scoring one response reads the same SQL
+    several times, and sqlglot's tokenizer takes seconds on a megabyte of model output."""
+    return list(_lex_memo(sql))
+
+
+@functools.lru_cache(maxsize=16)
+def _lex_memo(sql: str) -> tuple[Lexeme, ...]:
+    return tuple(_lex(sql))
+
+
+def _lex(sql: str) -> list[Lexeme]:
     """The code tokens of ``sql`` (comments and whitespace skipped). Never raises: where sqlglot
     stops tokenizing, the rest of the text is one ``UNKNOWN`` token (SQLite too reads an
     unterminated literal or identifier to the end and rejects a malformed hex literal), or
@@ -169,6 +181,8 @@ def order_matters(reference_sql: str) -> bool:
 # -- structure from the parse tree ----------------------------------------------------------------
 
 CLAUSE_KINDS = ("select", "conditions", "tables", "columns")
+#: the longest text :func:`clause_spans` parses (the sandbox's default ``max_sql_chars``)
+MAX_PARSED_CHARS = 100_000
 
 #: tokens that bound a clause: a select list or condition never extends over one of these
 _BOUNDARIES = frozenset({
@@ -191,19 +205,23 @@ def clause_spans(sql: str) -> dict[str, list[Span]]:
     its parentheses; a subquery, parenthesised expression or tuple also takes its keywords and
     parentheses; a select list or condition also takes the neighbouring tokens that are no
     node's leaf (``NULL``, ``NOT``, ``IS``, ``EXISTS``) up to the keywords that bound its clause.
-    Every kind is empty when sqlglot cannot parse ``sql``. Never raises."""
+    Every kind is empty when sqlglot cannot parse ``sql``, when its tree is too deep to walk (a
+    long chain such as ``1 + 1 + ...``), and for text longer than :data:`MAX_PARSED_CHARS` (the
+    sandbox refuses to run such a query, and parsing a megabyte of SQL takes minutes). Never raises."""
     out: dict[str, list[Span]] = {kind: [] for kind in CLAUSE_KINDS}
+    if len(sql) > MAX_PARSED_CHARS:
+        return out
     try:
         trees = [t for t in sqlglot.parse(sql, read=_DIALECT) if t is not None]
+        tree = _Extents(lex(sql), trees)
+        for root in trees:
+            for node in root.walk():
+                for kind, part, absorb in _parts(node):
+                    span = tree.span(part, absorb)
+                    if span is not None:
+                        out[kind].append(span)
     except (SqlglotError, RecursionError, ValueError, IndexError, KeyError, TypeError, AttributeError):
-        return out
-    tree = _Extents(lex(sql), trees)
-    for root in trees:
-        for node in root.walk():
-            for kind, part, absorb in _parts(node):
-                span = tree.span(part, absorb)
-                if span is not None:
-                    out[kind].append(span)
+        return {kind: [] for kind in CLAUSE_KINDS}
     return {kind: sorted(set(spans)) for kind, spans in out.items()}
 
 

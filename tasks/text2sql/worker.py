@@ -125,6 +125,9 @@ class WorkerSandbox(Sandbox):
                 self._drop_child()
                 return QueryResult(False, error=f"sandbox worker failed: {type(exc).__name__}: {exc}",
                                    error_kind="sqlite", elapsed_s=time.perf_counter() - start)
+            except BaseException:  # interrupted mid-exchange (a verifier time budget, Ctrl-C): the child's
+                self._drop_child()  # answer must not be read as the next query's
+                raise
             if isinstance(result, QueryResult):
                 return result
             self._drop_child()

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mrbench_core.jsonio import read_jsonl as read_jsonl_rows
+from mrbench_core.jsonio import read_text
 from tasks.base import DataError
 
 SPLIT_FILES = {
@@ -95,11 +96,12 @@ def read_rows(path: str) -> list[dict[str, Any]]:
         return [_plain(r) for r in pd.read_parquet(path).to_dict(orient="records")]
     if path.endswith(".jsonl"):
         return read_jsonl(path)
-    with open(path, encoding="utf-8") as fh:
-        try:
-            data = json.load(fh)
-        except ValueError as exc:
-            raise DataError(f"not JSON: {exc}", path=path) from exc
+    try:
+        data = json.loads(read_text(path))
+    except ValueError as exc:
+        if isinstance(exc, DataError):
+            raise
+        raise DataError(f"not JSON: {exc}", path=path) from exc
     if not isinstance(data, list):
         raise DataError("expected a JSON list of rows", path=path)
     return data

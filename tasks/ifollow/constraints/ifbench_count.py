@@ -110,6 +110,8 @@ def person_names(response: str, N: int) -> tuple[bool, list[tuple[int, int]]]:
     """At least N distinct names of the fixed list occur as whole words (case-sensitive)."""
     spans = []
     for name in PERSON_NAMES:
+        if name not in response:  # a fast substring test first: one regex scan per name is slow on long text
+            continue
         m = re.search(r"\b" + re.escape(name) + r"\b", response)
         if m:
             spans.append(m.span())
@@ -194,7 +196,10 @@ def words_japanese(response: str, N: int) -> bool:
 @ifbench_type("count:pronouns", ("N",), "The response should include at least {N} pronouns.")
 def pronouns(response: str, N: int) -> bool:
     """#Treebank tokens of the lower-cased response (with '/' read as a space) in the pronoun list >= N."""
-    tokens = treebank_words(response.lower().replace("/", " "))
+    text = response.lower().replace("/", " ")
+    if not any(p in text for p in PRONOUNS):  # Treebank tokens are pieces of the text: none can be a pronoun
+        return 0 >= as_int(N)
+    tokens = treebank_words(text)
     return sum(1 for t in tokens if t in PRONOUNS) >= as_int(N)
 
 

@@ -11,6 +11,7 @@ import re
 from tasks.ifollow.constraints.ifbench_common import (
     PUNCT,
     PUNCT_SPACE,
+    ascii_without_letters,
     drop_punct,
     ifbench_type,
     punkt_sentences,
@@ -240,6 +241,8 @@ def no_bullets_bullets(response: str) -> bool:
 def title_case(response: str) -> bool:
     """No Treebank token starting with a letter is a one-letter lower-case word, all lower case, or
     a lower-case letter followed by upper case. Minor words are not exempt (official)."""
+    if ascii_without_letters(response):  # no token starts with a letter
+        return True
     for word in treebank_words(response):
         if not word or not word[0].isalpha():
             continue

@@ -14,6 +14,7 @@ from collections import Counter
 from tasks.ifollow.constraints.ifbench_common import (
     PUNCT_SPACE,
     as_int,
+    ascii_without_letters,
     drop_punct,
     ifbench_type,
     punkt_sentences,
@@ -36,6 +37,8 @@ def ordinal(n: int) -> str:
 
 def _alnum_tokens(text: str) -> list[str]:
     """Treebank tokens that contain at least one letter or digit (punctuation tokens dropped)."""
+    if ascii_without_letters(text, digits_too=True):
+        return []
     return [t for t in treebank_words(text) if any(ch.isalnum() for ch in t)]
 
 
@@ -128,6 +131,8 @@ def prime_lengths(response: str) -> bool:
                           "tagger: may differ from the official verdict on ambiguous words)")
 def start_verb(response: str) -> bool:
     """The first Treebank token is a verb (lexicon substitute for NLTK's tagger, see ifbench_lexicon)."""
+    if ascii_without_letters(response):  # no token with a letter: none is a verb
+        return False
     tokens = treebank_words(response)
     return bool(tokens) and starts_with_verb(tokens[0])
 
@@ -240,6 +245,9 @@ def words_position(response: str, keyword: str) -> bool:
     substring of ASCII punctuation (".", "!", ...), the second-to-last word is the third-to-last
     token, and fewer than three tokens fail. A single token fails. This is IFBench ``main``'s rule.
     """
+    want = str(keyword).strip().lower()
+    if want.isascii() and response.isascii() and want not in response.lower():
+        return False  # no token can equal it (tokens are pieces of the text)
     tokens = treebank_words(response)
     if len(tokens) < 2:
         return False
@@ -249,5 +257,4 @@ def words_position(response: str, keyword: str) -> bool:
         last = tokens[-3]
     else:
         last = tokens[-2]
-    want = str(keyword).strip().lower()
     return tokens[1].lower() == last.lower() == want

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tasks.ifollow import textutil as tu
+from tasks.ifollow.constraints import linear_scan as ls
 from tasks.ifollow.constraints.base import CheckResult, ConstraintType, register
 
 RELATIONS = ("less than", "at least")
@@ -186,7 +187,7 @@ def _nth_paragraph_first_word(r: str, kw: dict[str, Any]) -> CheckResult:
 
 
 def _placeholders(r: str, kw: dict[str, Any]) -> CheckResult:
-    spans = [m.span() for m in re.finditer(r"\[.*?\]", r)]
+    spans = ls.bracket_spans(r)
     want = _int(kw.get("num_placeholders")) or 0
     return CheckResult(len(spans) >= want, f"{len(spans)} placeholders, need at least {want}", spans)
 
@@ -199,13 +200,13 @@ def _postscript(r: str, kw: dict[str, Any]) -> CheckResult:
         pattern = r"\s*p\.\s?s\..*$"
     else:
         pattern = r"\s*" + marker.lower() + r".*$"
-    spans = _search_all(pattern, r.lower(), re.MULTILINE)
+    spans = ls.leading_space_search(pattern, r.lower(), re.MULTILINE, _search_all)
     return CheckResult(bool(spans), f"postscript {marker!r} {'found' if spans else 'missing'}", spans or _whole(r))
 
 
 def _bullets(r: str, kw: dict[str, Any]) -> CheckResult:
-    spans = [m.span() for m in re.finditer(r"^\s*\*[^\*].*$", r, re.MULTILINE)]
-    spans += [m.span() for m in re.finditer(r"^\s*-.*$", r, re.MULTILINE)]
+    spans = ls.line_start_spans(r, ls.star_bullet_head)  # IFEval's ^\s*\*[^\*].*$ (MULTILINE)
+    spans += ls.line_start_spans(r, ls.dash_bullet_head)  # and ^\s*-.*$
     want = _int(kw.get("num_bullets"))
     return CheckResult(len(spans) == want, f"{len(spans)} bullets, need exactly {want}", sorted(spans))
 
@@ -253,9 +254,9 @@ def _json_format(r: str, kw: dict[str, Any]) -> CheckResult:
 
 
 def _title(r: str, kw: dict[str, Any]) -> CheckResult:
-    for m in re.finditer(r"<<[^\n]+>>", r):
-        if m.group().lstrip("<").rstrip(">").strip():
-            return CheckResult(True, f"title {m.group()!r}", [m.span()])
+    for start, end in ls.title_spans(r):  # IFEval's <<[^\n]+>>
+        if r[start:end].lstrip("<").rstrip(">").strip():
+            return CheckResult(True, f"title {r[start:end]!r}", [(start, end)])
     return CheckResult(False, "no <<title>>", _whole(r))
 
 
@@ -289,8 +290,14 @@ def _end_checker(r: str, kw: dict[str, Any]) -> CheckResult:
     return CheckResult(ok, f"{'ends' if ok else 'does not end'} with {want!r}", [(max(0, end - len(want) - 1), end)])
 
 
+_ASCII_CAPITAL = re.compile("[A-Z]")
+
+
 def _capital_frequency(r: str, kw: dict[str, Any]) -> CheckResult:
-    count = sum(1 for w in tu.treebank_words(r) if w.isupper())
+    # Treebank tokens are pieces of the text (quotes become `` and ''): with no capital letter in an
+    # ASCII text none is all-capital, and the tokenizer (slow on long text) need not run
+    no_capital = r.isascii() and _ASCII_CAPITAL.search(r) is None
+    count = 0 if no_capital else sum(1 for w in tu.treebank_words(r) if w.isupper())
     res = _compare(count, kw.get("capital_relation"), kw.get("capital_frequency"), "all-capital words")
     return CheckResult(res.ok, res.reason, _whole(r))
 
