@@ -17,6 +17,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 import torch
 
 from evals.prediction_formats import read_prediction_file, stream_prediction_file

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from sweep_fixtures import REPO, TINY_SET, cell_dirs, child_env, wait_for, write_grid
 
 from harness import cli

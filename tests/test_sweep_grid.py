@@ -187,8 +187,9 @@ def test_a_rule_may_match_what_an_earlier_rule_set(tmp_path):
 
 
 @pytest.mark.parametrize("axes", [
-    {"algo.beta": [0.5, 0.25]},  # the cell of 0.5 (mrtpo's default) is paired below with one that omits beta
-    {"sampling.temperature": [1, 1.0]},
+    # the cell of 0.5 (mrtpo's default) is paired below with one that omits beta; equal values of one
+    # axis ({"sampling.temperature": [1, 1.0]}) are refused earlier, by expand (test_sweep_faults)
+    {"algo.beta": [0.5, 0.25]},
 ])
 def test_two_cells_of_one_resolved_run_are_refused(tmp_path, axes):
     data = {"root": str(tmp_path / "r"), "set": {"model.name": "tiny-random", "algo.name": "mrtpo"},

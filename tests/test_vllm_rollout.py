@@ -241,7 +241,9 @@ def test_engine_is_built_with_prefix_caching_dtype_and_memory_share(with_fake, t
 ])
 def test_sampling_params_mapping(with_fake, tmp_path, temperature, top_p, top_k, expected):
     gen = _generator(tmp_path)
-    s = SamplingConfig(group_size=4, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=9)
+    # a namespace: temperature 0 (greedy) is refused by SamplingConfig for training, not by the generator
+    s = types.SimpleNamespace(**{**vars(SamplingConfig(group_size=4, top_p=top_p, top_k=top_k, max_new_tokens=9)),
+                           "temperature": temperature})
     gen.sample([[5, 6], [7]], 4, EOS, s, seed=100)
     prompts, params = FakeLLM.instances[-1].calls[-1]
     assert prompts == [{"prompt_token_ids": [5, 6]}, {"prompt_token_ids": [7]}]

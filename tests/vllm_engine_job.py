@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -115,7 +116,11 @@ def main(out_dir: Path) -> None:
     def run(**kw: Any) -> list[tuple[list[int], bool]]:
         seed = kw.pop("seed", 5)
         group = kw.pop("group", 3)
-        return gen.sample(prompts, group, eos, SamplingConfig(group_size=group, **kw), seed=seed)
+        # the generator reads the settings as attributes; a namespace, because these checks also
+        # sample one response (group 1) and greedily (temperature 0), which SamplingConfig refuses
+        # for training
+        settings = {**vars(SamplingConfig()), "group_size": group, **kw}
+        return gen.sample(prompts, group, eos, SimpleNamespace(**settings), seed=seed)
 
     checks: dict[str, Any] = {
         "seed_a": run(max_new_tokens=10), "seed_a_again": run(max_new_tokens=10),
