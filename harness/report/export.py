@@ -14,21 +14,11 @@ from harness.report.render import CSV_FIELDS, method_note, rules_out_text, seeds
 from harness.report.stats import Comparison
 from harness.report.tables import StatCell, TaskReport
 from harness.report.verdict import verdict_paragraphs
-
-
-def strict(value: Any) -> Any:
-    """``value`` with every non-finite float (NaN, infinities) replaced by None, recursively."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: strict(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict(v) for v in value]
-    return value
+from mrbench_core.jsonio import finite_or_null
 
 
 def strict_json(data: Any) -> str:
-    return json.dumps(strict(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
+    return json.dumps(finite_or_null(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
 def _comparison(c: Comparison) -> dict[str, Any]:
