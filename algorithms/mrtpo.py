@@ -185,7 +185,7 @@ class MRTPO(Algorithm):
         """(contributions[B,K'], weights[B,K',T], has_relevance[B,K'])."""
         if batch.relevance is None:
             raise ValueError(f"{self.name} at step {batch.step} (beta_n={beta:.4g}) needs batch.relevance "
-                             f"[B,K,T] from a leave-one-out replay; got None")
+                             f"[B,K,T] from the replay kind {self.replay_request.value}; got None")
         w, has = relevance_weights(batch.relevance, batch.response_mask, beta)
         return agg.contributions, w, has
 
@@ -269,14 +269,7 @@ class MRTPOOracle(MRTPO):
     masks from the verdicts (``read_spans``). A verifier that reports no span or reads the whole
     response gives a NaN row: uniform weight, as GDPO."""
 
-    replay_request = ReplayRequest.READ_SPANS
-
-    def token_weights(self, batch: RolloutBatch, agg: Aggregate, beta: float) -> tuple[Tensor, Tensor, Tensor]:
-        if batch.relevance is None:
-            raise ValueError(f"{self.name} at step {batch.step} (beta_n={beta:.4g}) needs batch.relevance "
-                             f"[B,K,T] as the verifiers' read masks (replay kind read_spans); got None")
-        w, has = relevance_weights(batch.relevance, batch.response_mask, beta)
-        return agg.contributions, w, has
+    replay_request = ReplayRequest.READ_SPANS  # MRTPO's token weights, over the read masks
 
 
 def compose(reweighter: type[Reweighter], base: type[MRTPO] = MRTPO) -> type[MRTPO]:
