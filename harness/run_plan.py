@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from evals.generate_cases import duration
+
 #: seconds per sampled response token of a training step (sampling, scoring, replay, update), per
 #: 135M parameters, two CPU cores: the main job's ~32 s per step of 16 x 96 tokens
 TRAIN_S_PER_TOKEN = 0.021
@@ -54,15 +56,6 @@ def expected_seconds(cfg: Any, steps: int, benchmark_cases: int) -> tuple[float,
     train = TRAIN_S_PER_TOKEN * scale * s.prompts_per_step * s.group_size * s.max_new_tokens * steps
     evaluation = EVAL_S_PER_TOKEN * scale * benchmark_cases * (cfg.schedule.eval_max_new_tokens or 1024)
     return train, evaluation
-
-
-def _minutes(seconds: float) -> str:
-    """A duration in the unit a reader takes in at once: s, min, h or days."""
-    if seconds >= 2 * 86400:
-        return f"{seconds / 86400:.0f} days"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def _record_state(cfg: Any) -> tuple[str, int]:
@@ -121,8 +114,8 @@ def expected_line(cfg: Any, steps: int, cases: int, all_cases: bool) -> str:
     if estimate is None:
         return f"expected time: unknown (the size of {cfg.model.name!r} is not known to mrbench)"
     train, evaluation = estimate
-    text = (f"expected time: about {_minutes(train)} of training for {steps} step(s)"
-            + (f" + {_minutes(evaluation)} of evaluation" if cases else "")
+    text = (f"expected time: about {duration(train)} of training for {steps} step(s)"
+            + (f" + {duration(evaluation)} of evaluation" if cases else "")
             + (" (plus every benchmark case: schedule.eval_limit is null)" if all_cases else "")
             + " on two CPU cores (rule of thumb in harness/run_plan.py; a GPU is much faster)")
     try:
