@@ -55,6 +55,8 @@ def _cfg(*overrides):
     ([("backend.openrlhf.nodes", "2")], "needs a running Ray cluster"),
     ([("backend.openrlhf.extra_args", "[--train.seed, '3', --vllm.enforce_eager]")], "sets --train.seed"),
     ([("backend.openrlhf.extra_args", "[--reward.overlong_buffer_len, '64']")], "OpenRLHF's scalar reward"),
+    ([("backend.openrlhf.extra_args", "[--actor.dual_clip, '3']")], "dual_clip, which changes OpenRLHF's policy loss"),
+    ([("backend.openrlhf.extra_args", "[--train.enable_ema]")], "run mrbench's objective"),
 ])
 def test_preflight_refusals_give_the_reason(overrides, message):
     cfg = _cfg(*overrides)

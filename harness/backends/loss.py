@@ -115,12 +115,13 @@ class LossTerms:
     ratio_max: float
 
 
-def surrogate_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, n_total: int, clip_low: float,
+def surrogate_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, n_total: float, clip_low: float,
                    clip_high: float, ref_logp: Tensor | None = None, kl_coef: float = 0.0,
                    token_entropy: Tensor | None = None, entropy_coef: float = 0.0) -> LossTerms:
-    """Eq. 3 (+ k3 KL, - entropy) for one micro-batch, normalised by the mini-batch token count."""
+    """Eq. 3 (+ k3 KL, - entropy) for one micro-batch, normalised by the mini-batch token count
+    ``n_total`` (a float where data-parallel ranks share an update: their mean token count)."""
     m = mask.to(logp.dtype)
-    n = max(int(n_total), 1)
+    n = max(float(n_total), 1.0)
     ratio = torch.exp(logp - old_logp)
     clipped_ratio = ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
     terms = torch.minimum(ratio * adv, clipped_ratio * adv)
@@ -140,3 +141,35 @@ def surrogate_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, n_
             loss = loss - entropy_coef * (token_entropy * m).sum() / n
     ratio_max = float(ratio[mask].max().detach()) if bool(mask.any()) else 1.0
     return LossTerms(loss, int((active & mask).sum()), kl_sum, ent_sum, ratio_max)
+
+
+@dataclass(frozen=True)
+class PolicyObjective:
+    """The update's objective as both backends run it: :func:`surrogate_loss` with the run's clip
+    range and KL and entropy coefficients (``optim.*``). The local backend's
+    :class:`~harness.backends.update.PolicyUpdate` calls it on each micro-batch; on the openrlhf
+    backend each DeepSpeed policy actor calls it in place of OpenRLHF's PPO loss
+    (:mod:`harness.backends.openrlhf.update`)."""
+
+    clip_low: float
+    clip_high: float
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+
+    @classmethod
+    def from_optim(cls, optim: Any) -> PolicyObjective:
+        return cls(float(optim.clip_low), float(optim.clip_high), float(optim.kl_coef), float(optim.entropy_coef))
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether the loss reads the reference policy's log-probabilities (the k3 KL term)."""
+        return self.kl_coef > 0
+
+    @property
+    def needs_entropy(self) -> bool:
+        return bool(self.entropy_coef)
+
+    def __call__(self, logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, n_total: float,
+                 ref_logp: Tensor | None = None, token_entropy: Tensor | None = None) -> LossTerms:
+        return surrogate_loss(logp, old_logp, adv, mask, n_total, self.clip_low, self.clip_high, ref_logp,
+                              self.kl_coef, token_entropy, self.entropy_coef)

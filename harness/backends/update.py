@@ -23,12 +23,12 @@ from typing import Any
 import torch
 
 from harness.backends.loss import (
+    PolicyObjective,
     entropy,
     gather_logprobs,
     make_micro_batch,
     response_logits,
     response_logprobs,
-    surrogate_loss,
 )
 from harness.backends.rollout import Rollout
 from harness.backends.step_metrics import UpdateStats
@@ -55,6 +55,7 @@ class PolicyUpdate:
         self.policy, self.optim, self.temperature = policy, optim, float(temperature)
         self.pad_id, self.device, self.reference = int(pad_id), device, reference
         self.compute_dtype = compute_dtype
+        self.objective = PolicyObjective.from_optim(optim)  # the loss the openrlhf backend's actors run too
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=optim.lr, betas=tuple(optim.betas),
                                            weight_decay=optim.weight_decay)
@@ -102,18 +103,18 @@ class PolicyUpdate:
                     teacher_hidden: list[torch.Tensor] | None, old: dict[int, torch.Tensor], n_tok: int,
                     tot: UpdateStats) -> None:
         """Forward and backward over the micro-batches of one mini-batch, the gradients accumulating."""
-        o = self.optim
+        obj = self.objective
         for idx in self._micro(mini, rollouts):
             mb = self._mb(rollouts, idx)
             if algo.has_loss and teacher_hidden is not None:  # its loss reads the full distributions
                 logits = response_logits(self.policy, mb, self.temperature)
-                logp, ent = gather_logprobs(logits, mb.response_ids), entropy(logits) if o.entropy_coef else None
+                logp = gather_logprobs(logits, mb.response_ids)
+                ent = entropy(logits) if obj.needs_entropy else None
             else:  # the LM head and log-softmax at the valid tokens only
-                logp, ent = response_logprobs(self.policy, mb, self.temperature, with_entropy=bool(o.entropy_coef))
+                logp, ent = response_logprobs(self.policy, mb, self.temperature, with_entropy=obj.needs_entropy)
             old_lp = self._padded(old, idx, mb.T) if old else logp.detach()
-            ref_lp = self._ref_logprobs(mb) if o.kl_coef > 0 else None
-            terms = surrogate_loss(logp, old_lp, adv[idx, :mb.T].to(logp.device), mb.response_mask, n_tok,
-                                   o.clip_low, o.clip_high, ref_lp, o.kl_coef, ent, o.entropy_coef)
+            ref_lp = self._ref_logprobs(mb) if obj.needs_reference else None
+            terms = obj(logp, old_lp, adv[idx, :mb.T].to(logp.device), mb.response_mask, n_tok, ref_lp, ent)
             loss = terms.loss
             if algo.has_loss and teacher_hidden is not None:  # the coefficient is the algorithm's own
                 d = self._own_loss(algo, logits, mb, idx, teacher_hidden) * (int(mb.response_mask.sum())

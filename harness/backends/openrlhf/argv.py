@@ -150,6 +150,12 @@ SCALAR_REWARD_FLAGS = frozenset({"--algo.dynamic_filtering_enable", "--algo.dyna
                                  "--reward.clip_range", "--algo.advantage.is_correction_level"})
 
 
+#: OpenRLHF options that change its policy loss: the policy actors run mrbench's objective instead
+#: (:mod:`harness.backends.openrlhf.update`, which refuses them again where the trainer is built)
+UPDATE_FLAGS = frozenset({"--actor.dual_clip", "--actor.policy_loss_type", "--train.dynamic_batch_enable",
+                          "--actor.aux_loss_coef", "--train.enable_ema"})
+
+
 def owned_extra_flags(extra: list[str]) -> list[str]:
     """The flags of ``extra_args`` that the backend sets itself."""
     return [tok.split("=", 1)[0] for tok in extra if tok.split("=", 1)[0] in OWNED_FLAGS]
@@ -158,6 +164,11 @@ def owned_extra_flags(extra: list[str]) -> list[str]:
 def scalar_reward_flags(extra: list[str]) -> list[str]:
     """The flags of ``extra_args`` that would shape OpenRLHF's scalar reward, which mrbench does not use."""
     return [tok.split("=", 1)[0] for tok in extra if tok.split("=", 1)[0] in SCALAR_REWARD_FLAGS]
+
+
+def update_flags(extra: list[str]) -> list[str]:
+    """The flags of ``extra_args`` that would change the policy update away from mrbench's objective."""
+    return [tok.split("=", 1)[0] for tok in extra if tok.split("=", 1)[0] in UPDATE_FLAGS]
 
 
 def runtime_env(paths: CellPaths, env: dict[str, str] | None = None) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from harness.backends.openrlhf.argv import (
     submits_job,
     topology,
     train_batch_size,
+    update_flags,
 )
 from harness.models import TINY_PREFIX
 from mrbench_core.replay_kinds import WITHOUT_FORWARD, ReplayRequest
@@ -97,6 +98,11 @@ def refusal(cfg: Any, algorithm: Any) -> str | None:
         return (f"backend.openrlhf.extra_args sets {', '.join(scalar)}, which shapes, filters or corrects "
                 f"OpenRLHF's scalar reward or log-probabilities; mrbench's algorithm computes the advantages "
                 f"from the K rewards, so it would have no effect or a wrong one")
+    update = update_flags(opts.extra_args)
+    if update:
+        return (f"backend.openrlhf.extra_args sets {', '.join(update)}, which changes OpenRLHF's policy loss; "
+                f"the policy actors run mrbench's objective (harness.backends.loss.PolicyObjective), the local "
+                f"backend's, so that both backends make the same update")
     return None
 
 

@@ -5,7 +5,9 @@ Ray refuses to subclass a class it has made remote, so both subclass the undecor
 (``__ray_actor_class__``) and are made remote again with the base's options.
 
 - :class:`MRPolicyActorImpl` adds ``mr_replay``: the replay of one shard (:mod:`.shards`) with
-  the DeepSpeed actor's model (the old policy while the experience is made), in eval mode.
+  the DeepSpeed actor's model (the old policy while the experience is made), in eval mode; and
+  once OpenRLHF has built its actor trainer, makes it run mrbench's policy objective, the one the
+  local backend's update runs (:mod:`.update`).
 - :class:`MRPPOTrainerImpl` puts :class:`~.maker.MRExperienceMaker` in place of OpenRLHF's,
   reads the prompts in file order (mrbench's data order) instead of shuffled, adds top-k to the
   sampling parameters, tells the maker the step, and after each step appends the metrics row and
@@ -42,6 +44,14 @@ def unwrapped_model(actor: Any) -> Any:
 
 
 class MRPolicyActorImpl(_ActorBase):
+    def init_model_from_pretrained(self, *args: Any, **kwargs: Any) -> Any:
+        from harness.backends.loss import PolicyObjective
+        from harness.backends.openrlhf.update import adopt
+
+        out = super().init_model_from_pretrained(*args, **kwargs)
+        adopt(self.trainer, PolicyObjective.from_optim(current_cell().cfg.optim))
+        return out
+
     def mr_replay(self, shard: ReplayShard) -> ShardResult:
         tokenizer = self.tokenizer
         if getattr(tokenizer, "chat_template", None) is None:
