@@ -26,7 +26,8 @@ import torch
 STUBBED = ("ray", "vllm", "deepspeed", "flash_attn", "torchdata", "aiohttp", "pylatexenc")
 #: modules that are imported for real against the stubs and must not outlive the test
 IMPORTED_AGAINST_STUBS = ("openrlhf", "harness.backends.openrlhf.maker", "harness.backends.openrlhf.trainer",
-                          "harness.backends.openrlhf.agent", "harness.backends.openrlhf.main")
+                          "harness.backends.openrlhf.agent", "harness.backends.openrlhf.main",
+                          "harness.backends.openrlhf.update")
 
 
 def _module(name: str, **attrs: Any) -> types.ModuleType:
@@ -145,11 +146,24 @@ def stubbed_openrlhf() -> Iterator[None]:
     """Stubs installed for the duration; ``sys.modules`` restored afterwards (see module docstring)."""
     saved = {name: mod for name, mod in sys.modules.items() if _owned(name)}
     for name in saved:
-        del sys.modules[name]
+        _forget(name)
     sys.modules.update(stub_modules())
     try:
         yield
     finally:
         for name in [n for n in sys.modules if _owned(n)]:
-            del sys.modules[name]
+            _forget(name)
         sys.modules.update(saved)
+        for name, mod in saved.items():  # the packages' attributes back to the modules restored
+            parent, _, child = name.rpartition(".")
+            if parent in sys.modules:
+                setattr(sys.modules[parent], child, mod)
+
+
+def _forget(name: str) -> None:
+    """Remove a module from ``sys.modules`` and from its package's attributes (``from package import
+    child`` reads the attribute before ``sys.modules``)."""
+    del sys.modules[name]
+    parent, _, child = name.rpartition(".")
+    if parent in sys.modules and not _owned(parent) and getattr(sys.modules[parent], child, None) is not None:
+        delattr(sys.modules[parent], child)

@@ -42,12 +42,12 @@ def orl():
         from openrlhf.trainer.ray import launcher, ppo_actor
         from openrlhf.utils import agent as agent_base
 
-        from harness.backends.openrlhf import agent, maker, trainer
+        from harness.backends.openrlhf import agent, maker, trainer, update
 
         yield SimpleNamespace(utils=utils, ppo_trainer=ppo_trainer, experience=experience,
                               experience_maker=experience_maker, samples_generator=samples_generator,
                               launcher=launcher, ppo_actor=ppo_actor, agent_base=agent_base, agent=agent,
-                              maker=maker, trainer=trainer)
+                              maker=maker, trainer=trainer, update=update)
 
 
 def test_the_installed_openrlhf_is_the_tested_release():
@@ -68,6 +68,8 @@ def _params(fn):
     ("trainer.MRPPOTrainerImpl", "trainer._TrainerBase", "save_logs_and_checkpoints"),
     ("trainer.MRPPOTrainerImpl", "trainer._TrainerBase", "init_checkpoint_states"),
     ("agent.MRAgentExecutor", "agent_base.AgentExecutorBase", "execute"),
+    ("trainer.MRPolicyActorImpl", "trainer._ActorBase", "init_model_from_pretrained"),
+    ("update.MRActorPPOTrainer", "ppo_actor.ActorPPOTrainer", "training_step"),
 ])
 def test_overrides_keep_the_base_signature(orl, ours, base, method):
     def resolve_name(dotted):

@@ -44,11 +44,11 @@ def unwrapped_model(actor: Any) -> Any:
 
 
 class MRPolicyActorImpl(_ActorBase):
-    def init_model_from_pretrained(self, *args: Any, **kwargs: Any) -> Any:
+    def init_model_from_pretrained(self, strategy, pretrain, max_steps=None, vllm_engines=None):
         from harness.backends.loss import PolicyObjective
         from harness.backends.openrlhf.update import adopt
 
-        out = super().init_model_from_pretrained(*args, **kwargs)
+        out = super().init_model_from_pretrained(strategy, pretrain, max_steps, vllm_engines)
         adopt(self.trainer, PolicyObjective.from_optim(current_cell().cfg.optim))
         return out
 
