@@ -42,6 +42,7 @@ from harness.records import (
     now_iso,
     read_json,
 )
+from harness.resolved import non_default_task_options, resolved_config, resolved_task_options
 
 BASE = "base"
 #: the config fields an end-of-run evaluation depends on, whatever the backend
@@ -82,6 +83,9 @@ def base_identity(config: dict[str, Any]) -> dict[str, Any]:
         for part in parents:
             node = node.setdefault(part, {})
         node[last] = copy.deepcopy(value)
+    task = out.get("task", {})
+    if isinstance(task.get("options"), dict) and isinstance(task.get("name"), str):  # what the evaluation ran
+        task["options"] = resolved_task_options(task["name"], task["options"])
     return out
 
 
@@ -92,6 +96,7 @@ def is_base(config: dict[str, Any]) -> bool:
 def matches(base_config: dict[str, Any], run_config: dict[str, Any]) -> bool:
     """Whether a base record evaluates what a run's end-of-run evaluation evaluates. A field one of the
     two configs lacks (a record written before the field existed) does not count against it."""
+    base_config, run_config = resolved_config(base_config), resolved_config(run_config)  # defaults filled in
     for dotted in identity_fields(run_config):
         a, b = _get(base_config, dotted), _get(run_config, dotted)
         if dotted in ("task.name", "model.name") and (a is _MISSING or b is _MISSING):
@@ -102,7 +107,14 @@ def matches(base_config: dict[str, Any], run_config: dict[str, Any]) -> bool:
 
 
 def digest(identity: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
+    """The base record's name: a hash of its identity with only the task options that differ from the
+    defaults, so that a run config with the options as given and one with them resolved name one
+    record (and records named before options were stored resolved keep their names)."""
+    ident = copy.deepcopy(identity)
+    task = ident.get("task", {})
+    if isinstance(task.get("options"), dict) and isinstance(task.get("name"), str):
+        task["options"] = non_default_task_options(task["name"], task["options"])
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def base_record_dir(root: str | Path, config: dict[str, Any]) -> Path:

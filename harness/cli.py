@@ -128,8 +128,10 @@ def cmd_config_show(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if cfg is None:
         return 2
     from algorithms.catalog import get_algorithm
+    from harness.resolved import resolved_task_options
 
     cfg.algo.params = get_algorithm(cfg.algo.name, **cfg.algo.params).config_dict()  # as config.json will
+    cfg.task.options = resolved_task_options(cfg.task.name, cfg.task.options)
     print(cfg.to_yaml(), end="")
     return 0
 

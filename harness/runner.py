@@ -13,6 +13,7 @@ from harness.config import RunConfig
 from harness.loggers import open_loggers
 from harness.preflight import PreflightError, preflight
 from harness.records import RecordError, RunRecord, read_json
+from harness.resolved import resolved_task_options
 
 #: a per-step list longer than this prints its first and last few values only
 LIST_SHOWN = 12
@@ -58,9 +59,11 @@ def finished_eval(rec: RunRecord) -> dict[str, Any]:
 
 
 def record_what_runs(cfg: RunConfig, plan: Any) -> None:
-    """Write the algorithm's resolved parameters (every default filled in) into ``cfg``, so that
-    ``config.json`` says what ran and an explicit default is the same configuration as an omitted one."""
+    """Write the algorithm's resolved parameters and the task's resolved options (every default filled
+    in) into ``cfg``, so that ``config.json`` says what ran and an explicit default is the same
+    configuration as an omitted one."""
     cfg.algo.params = plan.algorithm.config_dict()
+    cfg.task.options = resolved_task_options(cfg.task.name, cfg.task.options)
 
 
 def dry_run(cfg: RunConfig) -> int:

@@ -55,6 +55,42 @@ def test_old_params_resolve_to_what_ran():
     assert not same_configuration(old, other)
 
 
+
+def test_old_task_options_resolve_to_the_constructors_defaults():
+    from harness.resolved import non_default_task_options, resolved_task_options
+
+    old = json.loads(json.dumps(_old_config()))
+    old["task"] = {**old["task"], "name": "ifollow", "options": {}}  # as given: nothing
+    resolved = resolved_config(old)["task"]["options"]
+    assert resolved == {"min_constraints": 5, "max_constraints": 7, "loose": False, "default_size": 2000}
+    new = json.loads(json.dumps(old))
+    new["task"]["options"] = resolved
+    assert same_configuration(old, new)
+    new["task"]["options"]["max_constraints"] = 6
+    assert not same_configuration(old, new)
+    assert non_default_task_options("ifollow", new["task"]["options"]) == {"max_constraints": 6}
+    # tuples as JSON reads them back; an object default (an unset sandbox limit) kept as None
+    t2s = resolved_task_options("text2sql", {})
+    assert t2s["filter_splits"] == ["train"] and t2s["max_prompt_tokens"] == 4096
+    assert resolved_task_options("text2sql", {"filter_splits": ("train", "dev")})["filter_splits"] == ["train", "dev"]
+
+
+
+def test_a_base_record_is_one_for_options_as_given_and_resolved():
+    from harness.base_model import base_identity, digest, matches
+
+    as_given = json.loads(json.dumps(_old_config()))
+    as_given["task"] = {**as_given["task"], "name": "ifollow", "options": {}}
+    resolved = resolved_config(as_given)
+    assert digest(base_identity(as_given)) == digest(base_identity(resolved))  # one record, its old name kept
+    assert base_identity(as_given)["task"]["options"]["min_constraints"] == 5  # its config.json: what ran
+    assert matches(base_identity(as_given), resolved) and matches(base_identity(resolved), as_given)
+    other = json.loads(json.dumps(resolved))
+    other["task"]["options"]["loose"] = True
+    assert digest(base_identity(other)) != digest(base_identity(as_given))
+    assert not matches(base_identity(as_given), other)
+
+
 def test_a_rerun_with_explicit_defaults_is_the_same_finished_run(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     path = _copy("old-finished", tmp_path)

@@ -23,6 +23,8 @@ def test_run_writes_a_finished_record_with_eval_and_is_not_rerun(tmp_path, capsy
     assert [m["step"] for m in rec["metrics"]] == [1, 2]
     params = rec["config"]["algo"]["params"]  # what ran: every parameter, defaults filled in
     assert params["warmup_steps"] == 0 and params["beta"] == 0.5 and params["rescale"] == "paper"
+    options = rec["config"]["task"]["options"]  # the task's constructor arguments, defaults filled in
+    assert options["min_constraints"] == 5 and options["max_constraints"] == 7 and options["loose"] is False
     assert "algorithm" not in rec["provenance"]  # configuration lives in config.json only
     reward_keys = [k for k in rec["metrics"][0] if k.startswith("reward/")]
     assert reward_keys and not any(k.startswith("reward/c0:") for k in reward_keys)  # aggregated by type
@@ -37,4 +39,8 @@ def test_run_writes_a_finished_record_with_eval_and_is_not_rerun(tmp_path, capsy
     # the defaults given explicitly are the same configuration, hence the same finished run
     assert cli.main(_args(tmp_path) + ["--algo.beta", "0.5", "--algo.rescale", "paper", "--algo.bound", "true"]) == 0
     assert "already finished; not rerunning" in capsys.readouterr().out
+    assert cli.main(_args(tmp_path) + ["--task.options.min_constraints", "5", "--task.options.loose", "false"]) == 0
+    assert "already finished; not rerunning" in capsys.readouterr().out
+    assert cli.main(_args(tmp_path) + ["--task.options.min_constraints", "4"]) == 2  # another value: another run
+    assert "holds a record of a different configuration" in capsys.readouterr().err
     assert [m["step"] for m in load_record(path)["metrics"]] == [1, 2]

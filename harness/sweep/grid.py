@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from harness.config import SHORTCUTS, ConfigError, RunConfig, model_slug, resolve
+from harness.resolved import resolved_task_options
 from mrbench_core.errors import DataError
 from mrbench_core.jsonio import read_text
 
@@ -351,6 +352,8 @@ def check_cells(spec: GridSpec, cells: list[Cell]) -> None:
                 raise GridError(f"{spec.path}: cell {cell.id}: {exc}") from exc
             resolved[key] = plan.algorithm.config_dict()
         config["algo"] = {**config["algo"], "params": resolved[key]}
+        config["task"] = {**config["task"], "options": resolved_task_options(cell.cfg.task.name,
+                                                                             cell.cfg.task.options)}
         run = json.dumps(config, sort_keys=True, default=str)
         if run in runs:
             raise GridError(f"{spec.path}: cells {runs[run]} and {cell.id} are the same run once defaults are "
