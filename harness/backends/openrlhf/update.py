@@ -42,6 +42,9 @@ class MRActorPPOTrainer(ActorPPOTrainer):
                                   return_entropy=obj.needs_entropy)
         ent = output.entropy[:, -mask.shape[1]:] if obj.needs_entropy else None
         ref = experience.base_action_log_probs if obj.needs_reference else None
+        if obj.needs_reference and ref is None:
+            raise RuntimeError("optim.kl_coef > 0, but OpenRLHF made no reference log-probabilities for the "
+                               "experience (--algo.kl.use_loss with --algo.kl.init_coef > 0 makes them)")
         terms = obj(logp, experience.action_log_probs, experience.advantages, mask.bool(),
                     update_tokens(loss_batch_info, mask), ref, ent)
         self.strategy.backward(terms.loss, self.actor, self.actor_optim)
