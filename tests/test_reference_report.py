@@ -10,7 +10,9 @@ import pytest
 
 from harness import cli
 
-REF = Path(__file__).resolve().parents[1] / "results" / "reference" / "ifollow-smollm2"
+REFERENCES = Path(__file__).resolve().parents[1] / "results" / "reference"
+REF = REFERENCES / "ifollow-smollm2"
+REF2 = REFERENCES / "ifollow-smollm2-2"
 
 
 @pytest.mark.skipif(not (REF / "leaderboard.json").exists(), reason="no committed reference report")
@@ -23,3 +25,18 @@ def test_the_reference_report_regenerates(tmp_path):
     assert rows["base"]["is_base"] and all(rows[a]["base"] == "base" for a in ("gdpo", "grpo", "mrtpo"))
     change_case = {r["label"]: r for r in new["tasks"]["ifollow"]["tables"][1]["rows"]}["grpo"]["cells"]["change_case"]
     assert change_case["vs_baseline"]["word"] is None  # a 3-seed t-test's p = 0.035 is no verdict
+
+
+@pytest.mark.skipif(not (REF2 / "leaderboard.json").exists(), reason="no committed reference report 2")
+def test_the_second_reference_report_regenerates_with_four_finished_seeds_per_arm(tmp_path):
+    assert cli.main(["report", "--root", str(REF2), "--out", str(tmp_path), "--baseline", "gdpo"]) == 0
+    new, old = (json.loads((d / "leaderboard.json").read_text()) for d in (tmp_path, REF2))
+    assert new["tasks"]["ifollow"]["tables"] == old["tasks"]["ifollow"]["tables"]
+    assert new["verdict"] == old["verdict"] and new["method"] == old["method"]
+    rows = {r["label"]: r for r in new["tasks"]["ifollow"]["tables"][0]["rows"]}
+    assert rows["base"]["is_base"]
+    for arm in ("gdpo", "grpo", "mrtpo", "mrtpo-oracle"):
+        assert len(rows[arm]["seeds"]) >= 4 and rows[arm]["base"] == "base"
+    for seed_dir in (REF2 / "ifollow").glob("*/*/seed*"):
+        provenance = json.loads((seed_dir / "provenance.json").read_text())
+        assert provenance["status"] == "finished" and provenance["git"]["dirty"] is False
