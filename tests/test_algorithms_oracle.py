@@ -154,22 +154,16 @@ def test_a_tiny_mrtpo_oracle_run_on_ifollow_finishes(tmp_path, capsys):
 
 
 def test_a_local_run_credits_exactly_the_tokens_the_credit_page_outlines(tmp_path):
-    from toy_task import ToyTask, tiny_config
+    from toy_task import tiny_config, train_run
 
-    from harness.backends.local import LocalBackend
     from harness.credit import store
     from harness.credit.align import from_ranges
-    from harness.records import RunRecord
 
     torch.set_num_threads(1)
     cfg = tiny_config(str(tmp_path / "r"), "mrtpo-oracle", steps=3)
     cfg.algo.params.update(warmup_steps=0, beta=0.5)
     cfg.output.credit_groups = 3
-    rec = RunRecord.open(cfg)
-    try:
-        LocalBackend(cfg, task=ToyTask()).train(rec)
-    finally:
-        rec.unlock()
+    rec = train_run(cfg)[1]
     masked = 0
     for row in store.read_rows(rec.path):
         n = len(row["tokens"])

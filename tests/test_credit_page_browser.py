@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
-from toy_task import ToyTask, tiny_config
+from toy_task import tiny_config, train_run
 
 from harness import cli
 from harness.backends.local import LocalBackend
@@ -129,11 +129,7 @@ def test_rows_written_before_prompts_were_kept_still_render(tmp_path):
 
 def test_page_of_a_two_step_tiny_run(tmp_path):
     cfg = tiny_config(str(tmp_path / "run"), "mrtpo")
-    rec = RunRecord.open(cfg)
-    try:
-        LocalBackend(cfg, task=ToyTask()).train(rec)
-    finally:
-        rec.unlock()
+    rec = train_run(cfg)[1]
     page = tmp_path / "page.html"
     assert cli.main(["credit", str(rec.path), "--out", str(page)]) == 0
     rows = json.loads(page.read_text().split('type="application/json">', 1)[1].split("</script>", 1)[0])

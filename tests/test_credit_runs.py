@@ -7,23 +7,16 @@ import json
 import pytest
 from text2sql_fixtures import answer, make_db
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
-from toy_task import ToyTask, tiny_config
+from toy_task import tiny_config, train_run
 
 from harness import cli
-from harness.backends.local import LocalBackend
 from harness.credit import store
-from harness.records import RunRecord
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _train(cfg):
-    rec = RunRecord.open(cfg)
-    try:
-        LocalBackend(cfg, task=ToyTask()).train(rec)
-    finally:
-        rec.unlock()
-    return rec
+    return train_run(cfg)[1]
 
 
 def test_training_appends_one_group_per_step(tmp_path, monkeypatch):

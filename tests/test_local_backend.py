@@ -8,12 +8,12 @@ import sys
 import pytest
 import torch
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
-from toy_task import ToyTask, tiny_config
+from toy_task import ToyTask, tiny_config, train_run
 
 from harness.backends.local import LocalBackend
 from harness.backends.loss import make_micro_batch, response_logits, surrogate_loss
 from harness.models import load_model
-from harness.records import RunRecord, load_record
+from harness.records import load_record
 
 STEP_KEYS = {"step", "reward_mean", "format_rate", "response_length", "replay_share", "kl", "clip_fraction",
              "time_generate", "time_score", "time_replay", "time_update", "adv_abs_mean"}
@@ -23,14 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _train(cfg, task=None):
-    backend = LocalBackend(cfg, task=task or ToyTask())
-    rec = RunRecord.open(cfg)
-    try:
-        summary = backend.train(rec)
-        rec.finish(summary)
-    finally:
-        rec.unlock()
-    return backend, rec, summary
+    return train_run(cfg, task, finish=True)
 
 
 def _initial_params():

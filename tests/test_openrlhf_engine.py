@@ -9,15 +9,11 @@ actors are in-process CPU stand-ins and the NCCL weight broadcast is not run (bo
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from vllm_host import why_no_vllm
+from vllm_host import run_engine_job, why_no_vllm
 
 HERE = Path(__file__).resolve().parent
 G, PROMPTS, MAX_NEW = 4, 3, 12
@@ -28,13 +24,7 @@ pytestmark = pytest.mark.skipif(why_no_vllm("ray", "openrlhf", "pylatexenc") is 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("openrlhf-engine")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
-        [str(HERE.parent), str(HERE), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(HERE / "openrlhf_engine_job.py"), str(out)], env=env, check=False,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads((out / "result.json").read_text())
+    return run_engine_job(HERE / "openrlhf_engine_job.py", tmp_path_factory.mktemp("openrlhf-engine"))
 
 
 def test_the_engine_is_openrlhfs_actor_on_real_ray_and_only_cuda_modules_are_stubbed(job):

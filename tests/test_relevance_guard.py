@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
-from toy_task import ToyTask, tiny_config
+from toy_task import ToyTask, tiny_config, train_run
 
-from harness.backends.local import LocalBackend
 from harness.backends.relevance_guard import RelevanceUnavailable
-from harness.records import RunRecord, load_record
+from harness.records import load_record
 
 
 class BlocklessToy(ToyTask):
@@ -26,11 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _train(cfg, task):
-    rec = RunRecord.open(cfg)
-    try:
-        return LocalBackend(cfg, task=task).train(rec)
-    finally:
-        rec.unlock()
+    return train_run(cfg, task)[2]
 
 
 def test_blockless_mrtpo_run_warns_and_records(tmp_path, capsys):

@@ -9,24 +9,16 @@ import json
 
 import pytest
 import torch
-from toy_task import ToyTask, tiny_config
+from toy_task import tiny_config, train_run
 
 from harness import cli
 from harness.backends import checkpoint
 from harness.backends.export import file_hashes, record_model_dir
-from harness.backends.local import LocalBackend
 from harness.models import chat_prompt_ids, load_model
-from harness.records import RunRecord
 
 
 def _train(cfg):
-    backend = LocalBackend(cfg, task=ToyTask())
-    rec = RunRecord.open(cfg)
-    try:
-        backend.train(rec)
-    finally:
-        rec.unlock()
-    return backend, rec
+    return train_run(cfg)[:2]
 
 
 def _logits(model, ids):

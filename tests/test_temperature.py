@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from toy_task import ToyTask, tiny_config
+from toy_task import tiny_config, train_run
 
 from algorithms.relevance import js_distance
 from harness.backends import update
-from harness.backends.local import LocalBackend
 from harness.backends.loss import make_micro_batch, response_logits
 from harness.models import load_model
-from harness.records import RunRecord
 from harness.replay import ReplayEngine, ReplayJob, decoder_and_head, full_context_hidden, head_logits
 
 
@@ -72,11 +70,7 @@ def test_the_backend_uses_the_rollout_temperature_everywhere(tmp_path, monkeypat
     monkeypatch.setattr(ReplayEngine, "__init__", spy_init)
     cfg = tiny_config(str(tmp_path / "r"), "mrtpo", steps=1, optim__mini_batches=2)
     cfg.sampling.temperature = 1.3
-    rec = RunRecord.open(cfg)
-    try:
-        LocalBackend(cfg, task=ToyTask()).train(rec)
-    finally:
-        rec.unlock()
+    train_run(cfg)
     assert seen and set(seen) == {1.3} and engines == [1.3]
 
 

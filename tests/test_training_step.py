@@ -6,18 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
-from toy_task import ToyTask, tiny_config
+from toy_task import tiny_config, train_run
 
 from algorithms import Advantages, RolloutBatch, get_algorithm
 from algorithms.mrtpo import MRTPO
 from harness.backends.algo_step import plan_step, step_advantages
-from harness.backends.local import LocalBackend
 from harness.backends.rollout import Rollout
 from harness.backends.update import PolicyUpdate, Reference
 from harness.config import OptimConfig
 from harness.credit import store
 from harness.models import load_model
-from harness.records import RunRecord
 from harness.replay_builders import ReplayResult
 from mrbench_core.replay_kinds import ReplayRequest
 from tasks.base import Example
@@ -26,12 +24,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _train(cfg):
-    rec = RunRecord.open(cfg)
-    try:
-        LocalBackend(cfg, task=ToyTask()).train(rec)
-    finally:
-        rec.unlock()
-    return rec
+    return train_run(cfg)[1]
 
 
 def _counting(monkeypatch, cls, name, counts):

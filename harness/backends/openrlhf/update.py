@@ -45,11 +45,11 @@ class MRActorPPOTrainer(ActorPPOTrainer):
         if obj.needs_reference and ref is None:
             raise RuntimeError("optim.kl_coef > 0, but OpenRLHF made no reference log-probabilities for the "
                                "experience (--algo.kl.use_loss with --algo.kl.init_coef > 0 makes them)")
-        terms = obj(logp, experience.action_log_probs, experience.advantages, mask.bool(),
-                    update_tokens(loss_batch_info, mask), ref, ent)
+        n_total = update_tokens(loss_batch_info, mask)
+        terms = obj(logp, experience.action_log_probs, experience.advantages, mask.bool(), n_total, ref, ent)
         self.strategy.backward(terms.loss, self.actor, self.actor_optim)
         self.strategy.optimizer_step(self.actor_optim, self.actor, self.actor_scheduler, name="actor")
-        return step_status(self, experience, terms, update_tokens(loss_batch_info, mask), obj)
+        return step_status(self, experience, terms, n_total, obj)
 
 
 def update_tokens(loss_batch_info: dict[str, Any], mask: torch.Tensor) -> float:
