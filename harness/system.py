@@ -34,23 +34,37 @@ def busy_cpus(window: float = 0.5) -> float | None:
 
 
 def choose_threads(requested: int) -> int:
-    """CPU intra-op threads: ``requested`` when > 0; else 1 when other work already occupies half
-    the CPUs (oversubscribed OpenMP threads slow every step several-fold, while a second thread
+    """CPU intra-op threads (:func:`thread_choice`, without the reason)."""
+    return thread_choice(requested)[0]
+
+
+def thread_choice(requested: int) -> tuple[int, str]:
+    """(CPU intra-op threads, why): ``requested`` when > 0; else 1 when other work already occupies
+    half the CPUs (oversubscribed OpenMP threads slow every step several-fold, while a second thread
     gains less than 2x on an idle machine), else torch's default. Occupancy is sampled over half a
     second from /proc/stat, since the 1-minute load average lags behind the machine's state; the
-    load average is the fallback."""
+    load average is the fallback. The reason names the figures it went by, so that a run's summary
+    (``rollout: threads=1, threads_reason=...``) says why it ran single-threaded."""
     if requested > 0:
-        return requested
+        return requested, f"{requested} as asked (backend.local.threads {requested})"
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     busy_now = busy_cpus()
     if busy_now is not None:
         busy = busy_now >= 0.5 * cpus
+        measured = f"other work kept {busy_now:.1f} of {cpus} CPUs busy over half a second"
     else:
         try:
-            busy = os.getloadavg()[0] >= 0.5 * cpus
+            load = os.getloadavg()[0]
         except OSError:
-            busy = False
-    return 1 if busy else torch.get_num_threads()
+            load = None
+        busy = load is not None and load >= 0.5 * cpus
+        measured = (f"1-minute load average {load:.1f} on {cpus} CPUs" if load is not None
+                    else "CPU occupancy unknown")
+    if busy:
+        return 1, (f"auto: 1 because the CPUs are busy ({measured}; more threads would compete with it); "
+                   f"--backend.local.threads N sets N")
+    default = torch.get_num_threads()
+    return default, f"auto: torch's default {default} ({measured}, under half)"
 
 
 def native_bf16() -> bool:

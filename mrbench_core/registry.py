@@ -220,14 +220,16 @@ class Registry:
         return entry.target
 
     def description(self, name: str) -> str:
-        """The registered description, else the first line of the object's docstring."""
+        """The registered description, else the first line of the object's docstring; an object without
+        one is reported as such (``mrbench list`` shows that, not a blank)."""
         entry = self.entry(name)
         if entry.description:
             return entry.description
         try:
-            return first_doc_line(self.get(name))
+            target = self.get(name)
         except RegistryError as exc:
             return f"(unavailable: {exc})"
+        return first_doc_line(target) or f"(no description: {spec_of(target)} has no docstring)"
 
     def describe(self) -> list[tuple[str, str]]:
         return [(n, self.description(n)) for n in self.names()]

@@ -92,6 +92,21 @@ def test_mrbench_list_shows_every_registered_name():
         assert f"  {name} " in out or f"  {name}\n" in out, name
 
 
+def test_mrbench_list_reports_a_task_plugin_without_a_docstring(monkeypatch, capsys):
+    """A task class without a docstring is listed as undescribed (docs/adding-a-task.md asks for one)."""
+    from tasks.base import Task
+    from tasks.registry import TASKS
+
+    class Shout(Task):
+        name = "shout"
+
+    monkeypatch.setattr(TASKS, "_entries", dict(TASKS._entries))  # the registration is undone afterwards
+    TASKS.add("shout", Shout)
+    assert cli.main(["list"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  shout "))
+    assert "(no description:" in line and "Shout has no docstring" in line
+
+
 def test_eval_command_generates_with_a_model(tmp_path, monkeypatch):
     monkeypatch.setattr(eval_runner, "make_evaluator", lambda name: ShoutEvaluator())
     out = tmp_path / "ev"

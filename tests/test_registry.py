@@ -148,3 +148,15 @@ def test_registration_refuses_disagreement(tmp_path, monkeypatch, defs, rows, me
 def test_a_lazy_row_must_name_the_object():
     with pytest.raises(RegistryError, match="must name the object"):
         Registry("widget").lazy("gear", "widget_defs")
+
+
+def test_an_object_without_a_docstring_is_reported_as_such():
+    """``mrbench list`` shows a plugin without a class docstring as undescribed, not as a blank."""
+    reg = Registry("widget")
+
+    @reg.register("bare")
+    class Bare:
+        pass
+
+    assert reg.description("bare") == f"(no description: {__name__}:" \
+        "test_an_object_without_a_docstring_is_reported_as_such.<locals>.Bare has no docstring)"

@@ -45,3 +45,40 @@ def test_cpu_times_on_this_machine():
         pytest.skip("no /proc/stat here")
     busy, total = times
     assert 0 <= busy <= total
+
+
+@pytest.mark.parametrize("requested,busy,load,reason", [
+    (3, 2.0, 99.0, "3 as asked (backend.local.threads 3)"),
+    (0, 1.6, 0.1, "auto: 1 because the CPUs are busy (other work kept 1.6 of 2 CPUs busy over half a second"),
+    (0, None, 5.0, "auto: 1 because the CPUs are busy (1-minute load average 5.0 on 2 CPUs"),
+    (0, 0.3, 0.1, "auto: torch's default"),
+])
+def test_the_thread_choice_says_why(monkeypatch, requested, busy, load, reason):
+    """threads=1 "when the CPUs are busy" is said aloud, with the figures it went by."""
+    import os
+
+    from harness import system
+
+    monkeypatch.setattr(system, "busy_cpus", lambda window=0.5: busy)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(2)))
+    threads, why = system.thread_choice(requested)
+    assert why.startswith(reason), why
+    assert threads == system.choose_threads(requested)
+    if threads == 1 and requested == 0:
+        assert "--backend.local.threads N" in why
+
+
+def test_the_local_backend_prints_and_records_its_thread_reason(monkeypatch):
+    from harness import system
+    from harness.backends.local import LocalBackend
+    from harness.config import resolve
+
+    monkeypatch.setattr(system, "busy_cpus", lambda window=0.5: 2.0)
+    before = torch.get_num_threads()
+    try:
+        backend = LocalBackend(resolve(None, [("model", "tiny-random")]))
+        assert backend.threads_reason.startswith("auto: 1 because the CPUs are busy")
+        assert backend.rollout_info()["threads_reason"] == backend.threads_reason
+    finally:
+        torch.set_num_threads(before)

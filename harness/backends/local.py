@@ -69,7 +69,7 @@ from harness.records import config_fingerprint
 from harness.replay import ReplayEngine
 from harness.replay_builders import ReplayResult, replay_for
 from harness.step_diagnostics import column_names, step_diagnostics
-from harness.system import choose_threads, native_bf16
+from harness.system import native_bf16, thread_choice
 from mrbench_core.replay_kinds import ReplayRequest
 from mrbench_core.seeds import SAMPLING, stream_seed
 
@@ -130,8 +130,10 @@ class LocalBackend(Backend):
         self.rollout_attention_name: str | None = None
         self._position = 0  # index of the next training example in the data order
         self._keep_hidden = True
+        self.threads_reason: str | None = None  # why this many CPU threads (said at the start, kept in rollout)
         if self.device.type == "cpu":
-            torch.set_num_threads(choose_threads(cfg.backend.local.threads))
+            threads, self.threads_reason = thread_choice(cfg.backend.local.threads)
+            torch.set_num_threads(threads)
         # "auto": vLLM when it imports and CUDA is present; "vllm" where it cannot run raises VLLMError
         self.generator_name = choose_generator(cfg.backend.local.generator, self.rollout_dtype)
         self._vllm: Any = None
@@ -192,7 +194,8 @@ class LocalBackend(Backend):
         return {"dtype": str(self.rollout_dtype).removeprefix("torch."), "attention": self.rollout_attention_name,
                 "replay_head": "float32" if self.replay_head_float32() else "model",
                 "replay_batching": "exact" if self.exact_replay_batches() else "padded",
-                "threads": torch.get_num_threads(), "shared_with_training": self.rollout_model is self.policy,
+                "threads": torch.get_num_threads(), "threads_reason": self.threads_reason,
+                "shared_with_training": self.rollout_model is self.policy,
                 "host_native_bf16": native_bf16()}
 
     def update_info(self) -> dict[str, Any]:
@@ -298,6 +301,8 @@ class LocalBackend(Backend):
                             "rollout_dtype": str(self.rollout_dtype), "rollout": self.rollout_info(),
                             "update": self.update_info(),
                             "prompts_too_long": too_long})
+        if self.threads_reason:
+            print(f"mrbench: {torch.get_num_threads()} CPU thread(s): {self.threads_reason}")
         if too_long:
             print(f"mrbench: dropped {too_long} of {len(examples) + too_long} prompts longer than "
                   f"sampling.max_prompt_tokens={cfg.sampling.max_prompt_tokens} tokens")

@@ -72,12 +72,14 @@ def run_localize(opts: LocalizeOptions) -> dict[str, Any]:
     from harness.attention import use_for_rollout
     from harness.config import SamplingConfig
     from harness.models import eos_ids, load_model
-    from harness.system import choose_threads
+    from harness.system import thread_choice
     from tasks.registry import make_task
 
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(choose_threads(opts.threads))
+    threads, why = thread_choice(opts.threads)
+    torch.set_num_threads(threads)
+    print(f"mrbench localize: {threads} CPU thread(s): {why}")
     task = make_task(opts.task)
     loaded = load_model(opts.model, dtype=opts.dtype, device=opts.device)
     model, tok = loaded.model, loaded.tokenizer
