@@ -11,6 +11,12 @@ The temporary file of a killed write (``.state.pt.tmp-<pid>``) is removed by the
 (the record's lock keeps any other writer out). Beside it, ``step.json`` (``{"step": N}``, written after the rename) says how
 far the checkpoint goes without loading it (``mrbench sweep --status``); after a kill between the
 two writes it lags one checkpoint behind, never ahead.
+
+The file holds tensors and plain types only (the numpy RNG state as a list of ints), and it is
+read with ``torch.load(weights_only=True)``: a ``state.pt`` planted in a record cannot run code
+on resume. A checkpoint that would need any other global to load is refused in one line naming
+the file and those globals. Checkpoints of earlier releases, which kept the numpy RNG state as an
+array, still load: numpy's array and dtype reconstructors are the only globals allowed for them.
 """
 
 from __future__ import annotations
@@ -38,7 +44,10 @@ class CheckpointError(RecordError):
 
 
 def rng_state() -> dict[str, Any]:
-    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
+    """The RNG states as tensors and plain types (loadable with ``weights_only=True``)."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {"python": random.getstate(),
+                             "numpy": [str(name), [int(k) for k in keys], int(pos), int(has_gauss), float(cached)],
                              "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -46,8 +55,9 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    random.setstate(tuple(state["python"]))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss), float(cached)))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -117,6 +127,36 @@ def _without_crc() -> Iterator[None]:
         config.save.compute_crc32 = before
 
 
+# Globals an earlier release's checkpoint needs (its numpy RNG state was an array): numpy's array
+# and dtype reconstructors, which build data and call nothing else.
+OLD_NUMPY_GLOBALS = ("numpy.dtype", "numpy.ndarray", "numpy.core.multiarray._reconstruct",
+                     "numpy._core.multiarray._reconstruct")
+
+
+def _load_without_code(path: Path) -> Any:
+    """``torch.load(weights_only=True)``; a checkpoint of an earlier release also with numpy's
+    array globals allowed; any other global refused (:class:`CheckpointError`) before it is built."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+    others = [n for n in names if n not in OLD_NUMPY_GLOBALS and not n.startswith("numpy.dtypes.")]
+    if others:
+        raise CheckpointError(f"{path}: refused: the checkpoint would run code to load "
+                              f"({', '.join(sorted(others))}), which mrbench never does; it is not a checkpoint "
+                              f"this harness wrote; remove {path.parent} to restart the run from step 0")
+    dtypes = [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType")]  # built on the way
+    with torch.serialization.safe_globals([_resolve(n) for n in names] + dtypes):
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _resolve(name: str) -> Any:
+    import importlib
+
+    module, _, attr = name.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
 def load(directory: Path) -> dict[str, Any] | None:
     """The saved state, or None when there is no checkpoint; :class:`CheckpointError` (one line
     naming the file) when it cannot be read. Leftovers of killed writes are removed first."""
@@ -125,7 +165,9 @@ def load(directory: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = _load_without_code(path)
+    except CheckpointError:
+        raise
     except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"{path}: unreadable checkpoint ({path.stat().st_size} bytes; {first}); "
