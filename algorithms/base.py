@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
+import typing
 from abc import ABC
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -156,7 +158,41 @@ def make_config(config_cls: type, algorithm: str, kwargs: Mapping[str, Any],
     if unknown:
         raise ConfigError(f"algorithm {algorithm!r}: unknown config key(s) {unknown}; "
                           f"accepted keys: {', '.join(accepted) or '(none)'}")
-    return config_cls(**kwargs)
+    return build_config(config_cls, algorithm, kwargs)
+
+
+def build_config(config_cls: type, algorithm: str, kwargs: Mapping[str, Any]) -> Any:
+    """``config_cls(**kwargs)`` with numbers parsed as :func:`_number` does; a check that fails on
+    a value of the wrong type is a :class:`ConfigError` naming the algorithm."""
+    hints = typing.get_type_hints(config_cls)
+    values = {k: _number(v, hints.get(k), f"algorithm {algorithm!r}: --algo.{k}") for k, v in kwargs.items()}
+    try:
+        return config_cls(**values)
+    except TypeError as exc:  # a check comparing a value of the wrong type
+        raise ConfigError(f"algorithm {algorithm!r}: {exc}") from None
+
+
+def _number(value: Any, tp: Any, where: str) -> Any:
+    """``value`` as the number a ``float`` / ``int`` field (or one that may be None) takes: exponent
+    forms as ``--help`` prints them (``1e-06``, which YAML 1.1 reads as a string) parse; text that is
+    no number, and inf or NaN, are refused naming the field. Other fields pass unchanged."""
+    args = set(typing.get_args(tp)) if typing.get_origin(tp) in (typing.Union, types.UnionType) else {tp}
+    if value is None or not args & {float, int} or not args <= {float, int, type(None)}:
+        return value
+    if isinstance(value, str):
+        try:
+            value = float(value) if float in args else int(value)
+        except ValueError:
+            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: must be a finite number, got {value!r}")
+    if float in args:
+        return float(value)
+    if not float(value).is_integer():
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    return int(value)
 
 
 def check(condition: bool, message: str) -> None:

@@ -65,6 +65,7 @@ from algorithms.base import (
     ConfigError,
     ReplayRequest,
     RolloutBatch,
+    build_config,
     check,
     finite_or_nan,
     masked_mean,
@@ -167,7 +168,7 @@ class MRTPO(Algorithm):
             raise ConfigError(f"algorithm {self.name!r}: unknown config key(s) {unknown}; accepted keys: "
                               f"{', '.join(sorted(own))} (token weighting), "
                               f"{', '.join(sorted(theirs))} ({self.aggregator_class.name} aggregation)")
-        self.config = self.config_class(**{k: v for k, v in config.items() if k in own})
+        self.config = build_config(self.config_class, self.name, {k: v for k, v in config.items() if k in own})
         self.aggregator = self.aggregator_class(**{k: v for k, v in config.items() if k in theirs})
 
     def config_dict(self) -> dict[str, Any]:

@@ -108,7 +108,10 @@ def preflight(cfg: Any, environment: bool = True) -> Plan:
     from tasks.registry import make_task
 
     try:
-        task = make_task(cfg.task.name, **cfg.task.options)
+        try:
+            task = make_task(cfg.task.name, **cfg.task.options)
+        except TypeError as exc:  # a task option its constructor does not take
+            raise PreflightError(f"--task.options: {exc}") from exc
         algorithm = get_algorithm(cfg.algo.name, **cfg.algo.params)
         backend_class = BACKENDS.get(cfg.backend.name)
         check_replay(task, algorithm, backend_class, cfg)
@@ -123,6 +126,6 @@ def preflight(cfg: Any, environment: bool = True) -> Plan:
             raise PreflightError(f"--backend {cfg.backend.name}: {lacking}")
     except (UnknownNameError, RegistryError, ConfigError, LoggerError) as exc:
         raise PreflightError(str(exc)) from exc
-    except TypeError as exc:  # a task option its constructor does not take
-        raise PreflightError(f"--task.options: {exc}") from exc
+    except TypeError as exc:  # an algorithm or backend value of the wrong type
+        raise PreflightError(f"--algo {cfg.algo.name}: {exc}") from exc
     return Plan(task, algorithm, backend_class, benchmarks)

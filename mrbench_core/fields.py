@@ -47,8 +47,8 @@ def _num(value: float) -> str:
 def out_of_range(value: Any, bounds: dict[str, float]) -> bool:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    if isinstance(value, float) and math.isnan(value):
-        return True
+    if isinstance(value, float) and not math.isfinite(value):
+        return True  # NaN and inf: a bounded setting needs a finite value
     return (("gt" in bounds and not value > bounds["gt"]) or ("ge" in bounds and not value >= bounds["ge"])
             or ("lt" in bounds and not value < bounds["lt"]) or ("le" in bounds and not value <= bounds["le"]))
 
@@ -62,4 +62,5 @@ def check_bounds(obj: Any, section: str, error: type[Exception] = ValueError) ->
         if bounds and out_of_range(value, bounds):
             where = f"{section}.{f.name}" if section else f.name
             why = f.metadata.get("why")
-            raise error(f"{where}: must be {range_text(f)}, got {value!r}" + (f" ({why})" if why else ""))
+            finite = "a finite number " if isinstance(value, float) and not math.isfinite(value) else ""
+            raise error(f"{where}: must be {finite}{range_text(f)}, got {value!r}" + (f" ({why})" if why else ""))
