@@ -4,7 +4,8 @@ Records are read and grouped exactly as ``mrbench report`` groups them
 (:func:`harness.report.collect.collect` and :func:`~harness.report.collect.group_runs`): one row
 per configuration (task, algorithm, model and every other setting but the seed, the output place
 and execution-only fields), labelled with the settings that set it apart from the other rows of
-its algorithm and model (``mrtpo (schedule.steps=16)``). Two configurations of one algorithm are
+its algorithm and model, each by its shortest unambiguous name (``mrtpo (steps=16)``; a field an
+older record lacks counts at its default, so it is no difference). Two configurations of one algorithm are
 never pooled into one row.
 
 Columns: each benchmark's summary numbers in ``eval.json`` and, per reward family, the final
@@ -62,7 +63,7 @@ def _kept_apart(groups: list[Group]) -> list[str]:
             continue
         keys = sorted({k for g in gs for k in g.settings})
         differing = [k for k in keys if len({repr(g.settings.get(k)) for g in gs}) > 1]
-        shown = ", ".join(f"{k} ({' / '.join(str(g.settings.get(k, 'default')) for g in gs)})" for k in differing)
+        shown = ", ".join(f"{k} ({' / '.join(str(g.settings.get(k, 'unset')) for g in gs)})" for k in differing)
         lines.append(f"- {task} / {algo} / {model}: {len(gs)} configurations in {len(gs)} rows "
                      f"({', '.join(g.label for g in gs)}), differing in {shown}")
     return lines

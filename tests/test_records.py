@@ -138,7 +138,7 @@ def test_leaderboard_keeps_two_configurations_of_one_algorithm_apart_and_says_so
     rows = [line for line in table.splitlines() if line.startswith("| toolcall | mrtpo")]
     assert len(rows) == 2, table
     short = next(r for r in rows if "steps=16" not in r)
-    long = next(r for r in rows if "schedule.steps=16" in r)
+    long = next(r for r in rows if " steps=16)" in r)
     assert "| 2 |" in short and "0.6 ± 0.14" in short and "| 1 |" in long and "0.9" in long
     assert "merged" in table and "seeds 0, 1" in table
     kept = table.split("kept apart", 1)[1]

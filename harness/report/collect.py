@@ -33,7 +33,7 @@ from typing import Any
 
 from harness.base_model import BASE, is_base
 from harness.metric_names import reward_mean_name
-from harness.records import EXECUTION_FIELDS, RecordError, find_records, load_record
+from harness.records import EXECUTION_FIELDS, RecordError, config_identity, find_records, load_record
 from harness.resolved import resolved_config
 
 ALL = "all"
@@ -194,10 +194,14 @@ def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def settings_of(config: dict[str, Any]) -> dict[str, Any]:
-    """What a row compares: the config with its algorithm's parameters resolved (an explicit
-    default and an omitted one are one row), less the seed, the output place and execution fields."""
+    """What a row compares: the config with every field it lacks at its default (a record written
+    before a field existed took that field's default: ``schedule.no_signal_steps`` missing and
+    ``2`` are one row, as a resume compares them, :func:`harness.records.config_identity`) and its
+    algorithm's parameters resolved (an explicit default and an omitted one are one row), less the
+    seed, the output place and execution fields."""
     skip = {".".join(p) for p in EXECUTION_FIELDS} | {"seed"}
-    return {k: v for k, v in flatten(resolved_config(config)).items() if k not in skip and not k.startswith("output.")}
+    return {k: v for k, v in flatten(resolved_config(config_identity(config))).items()
+            if k not in skip and not k.startswith("output.")}
 
 
 def read_run(path: Path, rec: dict[str, Any]) -> Run:
@@ -239,8 +243,18 @@ def collect(root: str | Path) -> tuple[list[Run], list[str]]:
     return runs, problems
 
 
-def _short(key: str) -> str:
-    return key.removeprefix("algo.params.")
+def short_names(keys: list[str]) -> dict[str, str]:
+    """Each dotted key by its shortest trailing part that no other of ``keys`` ends with
+    (``schedule.eval_limit`` -> ``eval_limit``; ``a.x`` and ``b.x`` stay whole)."""
+    out = {}
+    for key in keys:
+        parts = key.split(".")
+        for n in range(1, len(parts) + 1):
+            tail = ".".join(parts[-n:])
+            if not any(other != key and (other == tail or other.endswith("." + tail)) for other in keys):
+                break
+        out[key] = tail
+    return out
 
 
 def group_runs(runs: list[Run]) -> tuple[dict[str, list[Group]], list[str]]:
@@ -268,8 +282,9 @@ def group_runs(runs: list[Run]) -> tuple[dict[str, list[Group]], list[str]]:
     for same in siblings.values():
         keys = sorted({k for g in same for k in g.settings})
         differing = [k for k in keys if len({repr(g.settings.get(k)) for g in same}) > 1]
+        names = short_names(differing)
         for g in same:
-            extra = ", ".join(f"{_short(k)}={g.settings.get(k, 'default')}" for k in differing)
+            extra = ", ".join(f"{names[k]}={g.settings.get(k, 'unset')}" for k in differing)
             g.label = f"{g.algo} ({extra})" if extra else g.algo
     by_task: dict[str, list[Group]] = defaultdict(list)
     for g in sorted(groups.values(), key=lambda g: (g.task, g.model, not g.is_base, g.algo, g.label)):
