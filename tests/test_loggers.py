@@ -1,5 +1,5 @@
-"""--output.loggers end to end on the tiny model: TensorBoard, W&B (offline) and MLflow (local file
-store) read back with their own libraries, resume into the same logger run, pre-flight refusals,
+"""--output.loggers end to end on the tiny model: TensorBoard, W&B (offline) and MLflow (the record's
+SQLite store, opened by a stock MLflow client) read back with their own libraries, resume into the same logger run, pre-flight refusals,
 and the no-learning-signal warning of a toolcall run whose rewards never vary."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def wandb_history(record: Path) -> tuple[set[str], list[dict]]:
 def mlflow_runs(record: Path):
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient((record / "mlruns").resolve().as_uri())
+    client = MlflowClient(f"sqlite:///{(record / 'mlflow.db').resolve()}")
     runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
     return client, runs
 
@@ -200,7 +200,7 @@ def test_wandb_offline_history_holds_the_same_values(logged_run):
         assert logged["samples/_type"] == "table-file"  # the sampled responses with their rewards
 
 
-def test_mlflow_file_store_metrics_equal_metrics_jsonl(logged_run):
+def test_mlflow_store_metrics_equal_metrics_jsonl(logged_run):
     path, rec, _ = logged_run
     client, runs = mlflow_runs(path)
     assert len(runs) == 1

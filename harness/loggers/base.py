@@ -14,16 +14,33 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mrbench_core.jsonio import atomic_write_json
 
 STATE_FILE = "loggers.json"
+REACH_TIMEOUT_S = 3.0  # how long a logger's server may take to accept a connection at start
+
+
+def check_reachable(url: str, what: str, timeout: float = REACH_TIMEOUT_S) -> None:
+    """For an ``http(s)`` URL, a TCP connection to its server within ``timeout`` seconds, else
+    :class:`ConnectionError` naming ``what`` and the URL (other schemes: nothing to reach). A logger
+    calls it at start, so a server that is down costs seconds, once, not the library's retries."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout).close()
+    except OSError as exc:
+        raise ConnectionError(f"{what} {url} did not answer within {timeout:g} s ({type(exc).__name__}: {exc})") from None
 
 
 @dataclass

@@ -1,23 +1,31 @@
-"""MLflow: to ``MLFLOW_TRACKING_URI`` when set, else a local file store under ``<record>/mlruns``
-(read it with ``mlflow ui --backend-store-uri <record>/mlruns``). The experiment is
-``MLFLOW_EXPERIMENT_NAME``, else the sweep's name for a sweep cell, else ``mrbench``. The run id is
-stored in the record, so a resumed run continues the same MLflow run.
+"""MLflow: to ``MLFLOW_TRACKING_URI`` when set, else a SQLite store ``<record>/mlflow.db``, which a
+stock MLflow 3 client opens as it is (``mlflow ui --backend-store-uri sqlite:///<record>/mlflow.db``).
+A record that an earlier release logged to a file store ``<record>/mlruns`` keeps it (with
+``MLFLOW_ALLOW_FILE_STORE`` for this process), so a resumed run continues its MLflow run. The
+experiment is ``MLFLOW_EXPERIMENT_NAME``, else the sweep's name for a sweep cell, else
+``mrbench``. The run id is stored in the record, so a resumed run continues the same MLflow run.
 
 Logged: run name, tags (``task``, ``algorithm``, ``model``, ``seed``, ``git_commit``), the resolved
 config as parameters (dotted keys), every metrics scalar at its step and the end-of-run benchmarks
 (``eval/<benchmark>/<metric>`` at the last step); a reward's mean ``reward/<r>`` is
-``reward/<r>/mean`` there (:func:`metric_key`). MLflow's file store is in maintenance mode; for
-the local default the harness opts in to it (``MLFLOW_ALLOW_FILE_STORE``) for this process.
+``reward/<r>/mean`` there (:func:`metric_key`).
+
+Bounded: an ``http(s)`` tracking server is first reached with a plain TCP connection of at most
+:data:`~harness.loggers.base.REACH_TIMEOUT_S` seconds; one that does not answer turns the logger off with one warning
+(instead of MLflow's retry backoff, minutes per run). MLflow's HTTP retries and timeout are kept
+short unless ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` / ``MLFLOW_HTTP_REQUEST_TIMEOUT`` are set.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
-from harness.loggers.base import Logger, RunInfo, flat_config
+from harness.loggers.base import Logger, RunInfo, check_reachable, flat_config
 from harness.metric_names import reward_mean_name
 
 BATCH = 500  # entries per log_batch call (MLflow caps a batch at 1000 metrics / 100 params)
@@ -38,12 +46,28 @@ def _allowed(name: str) -> str:
     return re.sub(r"[^\w\-. /:]", "_", name)
 
 
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+DB_FILE = "mlflow.db"
+OLD_FILE_STORE = "mlruns"
+
+
 def tracking_uri(info: RunInfo | None = None) -> str | None:
+    """``MLFLOW_TRACKING_URI``; else (with a record) its SQLite store, or the file store of a record
+    an earlier release logged to."""
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     if uri or info is None:
         return uri
-    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-    return (info.record / "mlruns").resolve().as_uri()
+    record = info.record.resolve()
+    if (record / OLD_FILE_STORE).is_dir() and not (record / DB_FILE).exists():
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        return (record / OLD_FILE_STORE).as_uri()
+    return f"sqlite:///{record / DB_FILE}"
+
+
+def _is_file_store(uri: str) -> bool:
+    scheme = urlsplit(uri).scheme
+    return scheme in ("", "file") or (len(scheme) == 1 and uri[1:3] in (":\\", ":/"))
 
 
 class MLflowLogger(Logger):
@@ -62,14 +86,25 @@ class MLflowLogger(Logger):
                 MlflowClient(uri).tracking_uri  # resolves the store; contacts no server
             except Exception as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                return f"logger mlflow: MLFLOW_TRACKING_URI={uri!r} is not usable: {first}"
+                way_out = ""
+                if _is_file_store(uri) and "maintenance mode" in str(exc):
+                    first = "MLflow keeps file stores in maintenance mode and refuses them by default"
+                    way_out = (f"; use a database store (MLFLOW_TRACKING_URI=sqlite:///<dir>/{DB_FILE}), or set "
+                               f"MLFLOW_ALLOW_FILE_STORE=true to keep this file store")
+                return f"logger mlflow: MLFLOW_TRACKING_URI={uri!r} is not usable: {first}{way_out}"
         return None
 
     def start(self, info: RunInfo, run_id: str | None) -> str | None:
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
-        self.client = MlflowClient(tracking_uri(info))
+        uri = tracking_uri(info)
+        check_reachable(uri, "MLflow tracking server")
+        for var, value in HTTP_DEFAULTS.items():
+            os.environ.setdefault(var, value)
+        for name in ("mlflow.store.db.utils", "alembic"):  # the new database's table creation, not news
+            logging.getLogger(name).setLevel(logging.WARNING)
+        self.client = MlflowClient(uri)
         if run_id is not None:
             self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")

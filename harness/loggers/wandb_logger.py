@@ -1,11 +1,17 @@
 """Weights & Biases, with its usual environment: ``WANDB_PROJECT`` (default ``mrbench``),
 ``WANDB_MODE`` (``offline`` works with no network: the run lands under ``<record>/wandb/`` and
-``wandb sync`` uploads it later), ``WANDB_ENTITY``. The run id is stored in the record, so a
+``wandb sync`` uploads it later), ``WANDB_ENTITY``, ``WANDB_DIR`` (where the run directory goes; default:
+the record's folder). The run id is stored in the record, so a
 resumed run continues the same W&B run; a sweep's cells share its name as their group.
 
 Logged: name, group, tags (``task:``, ``algorithm:``, ``model:``, ``seed:``, ``commit:``), the
 resolved config, every metrics scalar at its step, a ``samples`` table per step (example, each
 reward, response) and the end-of-run benchmarks (history and summary).
+
+Bounded: online (``WANDB_MODE`` unset, ``online`` or ``run``), the W&B server (``WANDB_BASE_URL``,
+default :data:`DEFAULT_BASE_URL`) must accept a connection within
+:data:`~harness.loggers.base.REACH_TIMEOUT_S` seconds, else the logger is off with one warning;
+``wandb.init`` waits at most ``WANDB_INIT_TIMEOUT`` seconds (default :data:`INIT_TIMEOUT_S`).
 """
 
 from __future__ import annotations
@@ -14,10 +20,17 @@ import os
 import uuid
 from typing import Any
 
-from harness.loggers.base import Logger, RunInfo
+from harness.loggers.base import Logger, RunInfo, check_reachable
 
+DEFAULT_BASE_URL = "https://api.wandb.ai"
+INIT_TIMEOUT_S = 30.0
 MODES = ("online", "offline", "disabled", "dryrun", "run", "shared")
 TAG_MAX = 64  # W&B's limit on one tag
+
+
+def run_dir(info: RunInfo) -> str:
+    """Where W&B puts its ``wandb/`` run directory: ``WANDB_DIR`` when set, else the record."""
+    return os.environ.get("WANDB_DIR") or str(info.record)
 
 
 class WandbLogger(Logger):
@@ -38,12 +51,16 @@ class WandbLogger(Logger):
     def start(self, info: RunInfo, run_id: str | None) -> str | None:
         import wandb
 
+        if (os.environ.get("WANDB_MODE") or "online") in ("online", "run"):
+            check_reachable(os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL, "W&B server")
         run_id = run_id or uuid.uuid4().hex[:12]
         tags = [f"{k}:{v}"[:TAG_MAX] for k, v in info.tags.items()]
-        settings = wandb.Settings(console="off", silent=True, x_disable_stats=True, x_disable_meta=True)
+        timeout = float(os.environ.get("WANDB_INIT_TIMEOUT") or INIT_TIMEOUT_S)
+        settings = wandb.Settings(console="off", silent=True, x_disable_stats=True, x_disable_meta=True,
+                                  init_timeout=timeout)
         self.run = wandb.init(project=os.environ.get("WANDB_PROJECT") or "mrbench", id=run_id, resume="allow",
                               name=info.name, group=info.group, tags=tags, config=info.config,
-                              dir=str(info.record), reinit="create_new", settings=settings)
+                              dir=run_dir(info), reinit="create_new", settings=settings)
         self.columns: list[str] | None = None
         return run_id
 
