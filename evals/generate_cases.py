@@ -73,6 +73,15 @@ def generate_for_cases(generate: Generate, cases: Sequence[EvalCase], max_new_to
     return out
 
 
+def decoding_info(generate: Generate) -> dict[str, Any]:
+    """How ``generate`` decodes, where its backend says (``rollout_info()`` of the object a bound
+    ``generate`` belongs to): precision, attention implementation, CPU threads. ``eval.json`` and
+    ``summary.json`` keep it, so a number says what produced it."""
+    owner = getattr(generate, "__self__", None)
+    info = owner.rollout_info() if hasattr(owner, "rollout_info") else {}
+    return {k: info[k] for k in ("dtype", "attention", "threads") if info.get(k) is not None}
+
+
 @dataclass
 class Estimate:
     """The expected generation time of one benchmark on this machine (module docstring)."""

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.base import EvalCase, Evaluator
-from evals.generate_cases import Estimate, Generate, estimate, generate_for_cases
+from evals.generate_cases import Estimate, Generate, decoding_info, estimate, generate_for_cases
 from evals.prediction_formats import FORMATS, stream_prediction_file
 from evals.prediction_match import MatchResult, match_predictions, match_warnings, require_a_match
 from evals.registry import make_evaluator
@@ -150,6 +150,8 @@ def run_eval(name: str, *, out_dir: str | Path, predictions: str | None = None, 
         "source": "predictions:" + str(predictions) if predictions is not None else f"model:{model}",
         "predictions_format": used_format,
         "prediction_warnings": warnings,
+        "decoding": decoding_info(generate) if predictions is None and generate is not None else None,
+        "max_new_tokens": (max_new_tokens or evaluator.max_new_tokens) if predictions is None else None,
         "seconds_generate": round(t_gen, 3),
         "seconds_score": round(t_score, 3),
     })

@@ -149,54 +149,6 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    from evals.runner import run_eval, run_suite
-
-    generate = None
-    if (args.predictions is None) == (args.model is None):
-        print("mrbench eval: give exactly one of --predictions FILE or --model M", file=sys.stderr)
-        return 2
-    if args.format is not None and args.predictions is None:
-        print("mrbench eval: --format names the format of a --predictions file", file=sys.stderr)
-        return 2
-    if len(args.name) > 1 and args.model is None:
-        print("mrbench eval: several benchmarks need --model (a predictions file belongs to one benchmark)",
-              file=sys.stderr)
-        return 2
-    if args.model is not None:
-        from harness.generation import ModelArgError, backend_generate
-
-        try:
-            generate = backend_generate(args.model, backend=args.backend, config=args.config)
-        except ModelArgError as exc:
-            print(f"mrbench eval: {exc}", file=sys.stderr)
-            return 2
-        print(f"generating with {args.model}" + (f"; each benchmark's time is estimated first (--max-minutes "
-                                                 f"{args.max_minutes:g})" if args.max_minutes else ""))
-    if len(args.name) > 1:
-        def finished(name: str, result: dict[str, Any]) -> None:
-            print(f"{name}:\n{result.get('table', '')}\n{name} results -> {args.out}/{name}\n")
-
-        summary = run_suite(args.name, out_dir=args.out, generate=generate, model=args.model, data_dir=args.data_dir,
-                            categories=args.categories, limit=args.limit, max_new_tokens=args.max_new_tokens,
-                            max_minutes=args.max_minutes, on_result=finished)
-        if summary.get("average_table"):
-            print(summary["average_table"])
-        print(f"results -> {args.out} (suite.json: every summary and the averages)")
-        return 0
-    summary = run_eval(args.name[0], out_dir=args.out, predictions=args.predictions, generate=generate,
-                       model=args.model, data_dir=args.data_dir, categories=args.categories, limit=args.limit,
-                       max_new_tokens=args.max_new_tokens, predictions_format=args.format,
-                       max_minutes=args.max_minutes)
-    if summary.get("predictions_format"):
-        print(f"predictions read as {summary['predictions_format']}")
-    for warning in summary.get("prediction_warnings", []):
-        print(f"mrbench eval: warning: {warning}", file=sys.stderr)
-    print(summary.get("table", ""))
-    print(f"results -> {args.out}")
-    return 0
-
-
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from harness.leaderboard import build_leaderboard
 
@@ -317,9 +269,15 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     ev.add_argument("--categories", nargs="+", metavar="C", help="only these categories of the benchmark "
                     "(bfcl-v4: simple_python, multiple, parallel, live_simple, ...; an unknown one lists the "
                     "known ones)")
-    ev.add_argument("--limit", type=int, help="evaluate only the first N cases")
+    ev.add_argument("--limit", type=int, help="evaluate only the first N cases (default: all; for a run record, "
+                    "its end-of-run schedule.eval_limit)")
     ev.add_argument("--max-new-tokens", type=int, default=None, help="longest generated response with --model "
-                    "(default: the benchmark's own, e.g. 1024 for text-to-SQL)")
+                    "(default: the benchmark's own, e.g. 1024 for text-to-SQL; for a run record, its "
+                    "schedule.eval_max_new_tokens)")
+    ev.add_argument("--dtype", help="with --model: the precision to decode in (auto, bfloat16, float32; default: "
+                    "a record's own, else the config's model.dtype)")
+    ev.add_argument("--attention", help="with --model: the attention implementation (backend.local.rollout_attention:"
+                    " auto, grouped_matmul, default, sdpa, eager; default: a record's own, else the config's)")
     ev.add_argument("--max-minutes", type=float, default=DEFAULT_MAX_MINUTES,
                     help="with --model: estimate each benchmark's generation time on this machine first and "
                          f"refuse to start one estimated to take longer (default {DEFAULT_MAX_MINUTES:g}; 0: no "
@@ -394,6 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "score":
             return cmd_score(args)
         if args.command == "eval":
+            from harness.eval_command import cmd_eval
+
             return cmd_eval(args)
         if args.command == "leaderboard":
             return cmd_leaderboard(args)

@@ -259,6 +259,24 @@ def _tiny_seed(name: str) -> int | None:
     return None
 
 
+def cast_weights(model: Any, dtype: torch.dtype) -> Any:
+    """``model`` with its floating parameters and persistent buffers in ``dtype``, and its
+    non-persistent buffers (the rotary inverse frequencies, computed in float32 when the model is
+    built) as they were: what ``from_pretrained(..., dtype=dtype)`` gives. So a bf16 copy of a float32
+    policy (the rollout model) decodes exactly as its saved weights loaded in bf16 do (``mrbench eval
+    --model RECORD``, and any transformers client), where ``model.to(dtype)`` would also round the
+    frequencies to bf16 and change every position's rotation."""
+    for module in model.modules():
+        for param in module.parameters(recurse=False):
+            if param.is_floating_point() and param.dtype != dtype:
+                param.data = param.data.to(dtype)
+        keep = getattr(module, "_non_persistent_buffers_set", set())
+        for name, buffer in list(module.named_buffers(recurse=False)):
+            if buffer is not None and buffer.is_floating_point() and name not in keep:
+                module._buffers[name] = buffer.to(dtype)
+    return model
+
+
 def load_model(name: str, dtype: str | torch.dtype = "float32", device: str | torch.device = "cpu",
                cache_dir: str | None = None) -> LoadedModel:
     """Load ``name`` (see module docstring) in ``dtype`` on ``device``, in eval mode.
@@ -272,7 +290,7 @@ def load_model(name: str, dtype: str | torch.dtype = "float32", device: str | to
     seed = _tiny_seed(name)
     if seed is not None:
         loaded = tiny_model(seed)
-        loaded.model.to(device=device, dtype=torch_dtype).eval()
+        cast_weights(loaded.model.to(device=device), torch_dtype).eval()  # as from_pretrained would
         return loaded
     if name == EMBEDDED_SMOLLM2:
         source = str(smollm2_checkpoint(cache_dir))

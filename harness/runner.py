@@ -85,11 +85,15 @@ def dry_run(cfg: RunConfig) -> int:
 
 def end_of_run_eval(plan: Any, generate: Any, cfg: RunConfig) -> dict[str, Any]:
     """``eval.json``'s content: the run's benchmarks (``plan.benchmarks``) with ``generate``, limited and
-    decoded as ``cfg.schedule`` says. The one evaluation path of a trained run and of its base model
+    decoded as ``cfg.schedule`` says, and how it decoded (``decoding``: precision, attention,
+    threads). The one evaluation path of a trained run and of its base model
     (:mod:`harness.base_model`), so that both are scored alike."""
+    from evals.generate_cases import decoding_info
+
     s = cfg.schedule
     results = benchmark_results(plan.benchmarks, generate, limit=s.eval_limit, max_new_tokens=s.eval_max_new_tokens)
-    return {"benchmarks": results, "eval_limit": s.eval_limit}
+    return {"benchmarks": results, "eval_limit": s.eval_limit, "eval_max_new_tokens": s.eval_max_new_tokens,
+            "decoding": decoding_info(generate)}
 
 
 def run(cfg: RunConfig) -> int:

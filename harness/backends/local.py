@@ -63,7 +63,15 @@ from harness.backends.update import PolicyUpdate, Reference
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator, vllm_refusal, vllm_unavailable
 from harness.config import RunConfig
 from harness.credit.trainlog import CreditLog
-from harness.models import chat_prompt_ids, eos_ids, load_model, resolve_device, resolve_dtype, resolve_train_dtype
+from harness.models import (
+    cast_weights,
+    chat_prompt_ids,
+    eos_ids,
+    load_model,
+    resolve_device,
+    resolve_dtype,
+    resolve_train_dtype,
+)
 from harness.no_signal import SignalWatch
 from harness.records import config_fingerprint
 from harness.replay import ReplayEngine
@@ -183,7 +191,8 @@ class LocalBackend(Backend):
             with rollout_attention(policy, attention) as name:
                 self.rollout_attention_name = name
         else:
-            self.rollout_model = copy.deepcopy(policy).to(self.rollout_dtype).eval()
+            # cast as from_pretrained casts: this copy decodes as <record>/model/ loaded in this dtype does
+            self.rollout_model = cast_weights(copy.deepcopy(policy), self.rollout_dtype).eval()
             for p in self.rollout_model.parameters():
                 p.requires_grad_(False)
             self.rollout_attention_name = use_for_rollout(self.rollout_model, attention)
