@@ -167,13 +167,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report.command import ReportOptions, write_report
+    import shutil
+
+    from harness.report.command import ReportOptions, verdict_lines, write_report
 
     written = write_report(ReportOptions(root=args.root, out=args.out, baseline=args.baseline,
                                          threshold=args.threshold, min_seeds=args.min_seeds, effect=args.effect,
                                          strict=args.strict))
-    for path in written:
-        print(path)
+    width = max(60, min(100, shutil.get_terminal_size((100, 24)).columns - 1))
+    lines = verdict_lines(written.verdict, width)
+    for line in lines:
+        print(line)
+    if lines:
+        print("wrote:")
+    for path in written.paths:
+        print(f"  {path}" if lines else path)
     return 0
 
 

@@ -176,7 +176,7 @@ def test_effect_sets_the_seeds_needed_figure(tmp_path, capsys):
     mrtpo = next(r for r in data["tasks"]["ifollow"]["tables"][0]["rows"] if r["algorithm"] == "mrtpo")
     vs = mrtpo["cells"]["ifollow-heldout/instruction_level"]["vs_baseline"]
     assert vs["effect"] == 0.02 and vs["seeds_text"] == f"about {vs['seeds_needed']} seeds for ±0.02"
-    assert "seeds for ±0.02" in md and "detects ±0.02 with 80% power" in md
+    assert "the seeds that would detect ±0.02" in md  # the JSON's seeds_needed, as the method note says
     default, _ = _report(root, tmp_path / "default")
     row = next(r for r in default["tasks"]["ifollow"]["tables"][0]["rows"] if r["algorithm"] == "mrtpo")
     assert row["cells"]["ifollow-heldout/instruction_level"]["vs_baseline"]["effect"] == 0.01  # one point of a share
@@ -212,6 +212,12 @@ def test_every_number_of_a_comparison_is_the_libraries(tmp_path):
     powers = {n: sps.nct.sf(sps.t.ppf(0.975, n - 1), n - 1, 0.02 / (sd / np.sqrt(n)))
               + sps.nct.cdf(-sps.t.ppf(0.975, n - 1), n - 1, 0.02 / (sd / np.sqrt(n))) for n in range(2, 60)}
     needed = max(min(n for n, p in powers.items() if p >= 0.8), 6)  # the exact test needs 6 seeds for p < 0.05
-    assert vs["seeds_needed"] == needed and f"about {needed} seeds for ±0.02" in md
+    assert vs["seeds_needed"] == needed
+    # the smallest effect these 6 seeds detect with 80% power: the effect at which that power is 0.8
+    crit = sps.t.ppf(0.975, 5)
+    power = lambda e: sps.nct.sf(crit, 5, e / (sd / np.sqrt(6))) + sps.nct.cdf(-crit, 5, e / (sd / np.sqrt(6)))
+    mde = vs["smallest_detectable"]
+    assert power(mde) == pytest.approx(0.8, abs=1e-6) and power(0.99 * mde) < 0.8
+    assert f"smallest effect detectable with these 6 seeds: ±{mde:.3f}" in md
     summary = sps.bootstrap((x,), np.mean, n_resamples=9999, method="percentile", rng=rng()).confidence_interval
     assert cell["ci"] == pytest.approx([summary.low, summary.high]) and cell["iqm"] == pytest.approx(rl.aggregate_iqm(x))

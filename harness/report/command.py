@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from harness.report.figures import draw_curves
 from harness.report.html import to_html
 from harness.report.render import markdown
 from harness.report.tables import TaskReport, task_report
+from harness.report.verdict import verdict_parts
 
 
 class EmptyReport(ValueError):
@@ -41,8 +43,31 @@ def build_reports(opts: ReportOptions) -> tuple[list[TaskReport], int, list[str]
     return reports, len(runs) - len(more), problems + more
 
 
-def write_report(opts: ReportOptions) -> list[Path]:
-    """Write leaderboard.md/.csv/.json, curves-<task>.png/.svg and report.html; returns their paths."""
+@dataclass
+class Written:
+    """What :func:`write_report` wrote, and the verdict the files open with (per task: the lead
+    sentence and the points under it), for the terminal."""
+
+    paths: list[Path]
+    verdict: list[tuple[str, list[str]]]
+
+
+def verdict_lines(verdict: list[tuple[str, list[str]]], width: int = 100) -> list[str]:
+    """The verdict as the terminal shows it: a heading, each task's lead sentence and its points, wrapped."""
+    if not verdict:
+        return []
+    out = ["Verdict:"]
+    for lead, points in verdict:
+        out += textwrap.wrap(lead, width, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
+        for point in points:
+            out += textwrap.wrap(point, width, initial_indent="  - ", subsequent_indent="    ",
+                                 break_on_hyphens=False)
+    return out
+
+
+def write_report(opts: ReportOptions) -> Written:
+    """Write leaderboard.md/.csv/.json, curves-<task>.png/.svg and report.html; returns their paths
+    and the verdict."""
     out = Path(opts.out)
     if opts.effect is not None and not (opts.effect > 0 and opts.effect < float("inf")):
         raise ValueError(f"--effect {opts.effect}: must be a positive number")
@@ -71,4 +96,4 @@ def write_report(opts: ReportOptions) -> list[Path]:
     for name, text in files.items():
         atomic_write_text(out / name, text)
         written.append(out / name)
-    return written
+    return Written(written, verdict_parts(reports))

@@ -10,7 +10,7 @@ import json
 import math
 from typing import Any
 
-from harness.report.render import CSV_FIELDS, method_note, rules_out_text, seeds_text
+from harness.report.render import CSV_FIELDS, detectable_text, method_note, rules_out_text, seeds_text
 from harness.report.stats import Comparison
 from harness.report.tables import StatCell, TaskReport
 from harness.report.verdict import verdict_paragraphs
@@ -26,7 +26,8 @@ def _comparison(c: Comparison) -> dict[str, Any]:
             "rules_out": rules_out_text(c), "p_t": c.p_t,
             "p_perm": c.p_perm, "p_perm_smallest": c.p_min, "p_holm": c.p_holm, "holm_family": c.family,
             "prob_improvement": c.prob, "prob_improvement_ci": [c.prob_lo, c.prob_hi], "sd_diff": c.sd,
-            "effect": c.effect, "seeds_needed": c.seeds_needed, "seeds_text": seeds_text(c), "verdict": c.verdict,
+            "effect": c.effect, "seeds_needed": c.seeds_needed, "seeds_text": seeds_text(c),
+            "smallest_detectable": c.detectable, "smallest_detectable_text": detectable_text(c), "verdict": c.verdict,
             "word": c.word}
 
 
@@ -89,11 +90,13 @@ def to_csv(reports: list[TaskReport]) -> str:
                         line.update(diff=c.diff, diff_ci_low=c.lo, diff_ci_high=c.hi, diff_boot_low=c.boot_lo,
                                     diff_boot_high=c.boot_hi, p_t=c.p_t, p_perm=c.p_perm,
                                     p_holm=c.p_holm, prob_improvement=c.prob, effect=c.effect,
-                                    seeds_needed=c.seeds_needed, rules_out=rules_out_text(c), verdict=c.verdict)
+                                    seeds_needed=c.seeds_needed, smallest_detectable=c.detectable,
+                                    rules_out=rules_out_text(c), verdict=c.verdict)
                     if (g := cell.vs_base) is not None:
                         line.update(gain=g.diff, gain_ci_low=g.lo, gain_ci_high=g.hi, gain_p_perm=g.p_perm,
                                     gain_p_holm=g.p_holm, gain_prob_improvement=g.prob,
-                                    gain_seeds_needed=g.seeds_needed, gain_rules_out=rules_out_text(g),
+                                    gain_seeds_needed=g.seeds_needed, gain_smallest_detectable=g.detectable,
+                                    gain_rules_out=rules_out_text(g),
                                     gain_verdict=g.verdict, effect=g.effect)
                     writer.writerow({k: _csv_value(v) for k, v in line.items()})
         for tr in rep.thresholds.rows:

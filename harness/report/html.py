@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.report.figures import report_window
 from harness.report.notes import CELL_N_NOTE, DIFF_N_NOTE, n_notes
-from harness.report.render import gain_text, method_note, stat_text, threshold_text, vs_text
+from harness.report.render import DIFF_CELL_NOTE, gain_cells, method_note, stat_text, threshold_text, vs_cells
 from harness.report.tables import TaskReport
 from harness.report.verdict import verdict_parts
 
@@ -31,6 +31,11 @@ td { min-width: 5em; }
 td.best { font-weight: bold; }
 tr.baseline td { background: #fafaf0; }
 p.note { color: #555; font-size: 0.9em; max-width: 60em; }
+table.versus td, table.gain td { text-align: right; font-variant-numeric: tabular-nums; }
+table.versus td:nth-child(-n+2), table.gain td:nth-child(-n+2) { text-align: left; }
+td[title] { cursor: help; }
+details.cell-notes { color: #555; font-size: 0.86em; max-width: 60em; margin: -0.8em 0 1.4em; }
+details.cell-notes li { margin: 0.15em 0; }
 section.verdict { border-left: 4px solid #4a7; background: #f4faf6; padding: 0.2em 1em; margin: 1em 0; }
 section.verdict p, section.verdict li { max-width: 60em; }
 section.verdict p.lead { font-weight: 600; }
@@ -49,13 +54,40 @@ def _header_html(text: str) -> str:
     return re.sub(r"([/_-])", r"\1<wbr>", escape(text))
 
 
-def _table(head: list[str], body: list[tuple[list[tuple[str, bool]], bool]], css_class: str) -> list[str]:
+def _td(text: str, best: bool, title: str = "") -> str:
+    attrs = (' class="best"' if best else "") + (f' title="{escape(title)}"' if title else "")
+    return f"<td{attrs}>{escape(text)}</td>"
+
+
+def _table(head: list[str], body: list[tuple[list[tuple], bool]], css_class: str) -> list[str]:
+    """Cells are ``(text, best)`` or ``(text, best, tooltip)``."""
     out = ['<div class="table-wrap">', f'<table class="{css_class}">',
            "<thead><tr>" + "".join(f"<th>{_header_html(h)}</th>" for h in head) + "</tr></thead>", "<tbody>"]
     for cells, baseline in body:
-        tds = "".join(f'<td class="best">{escape(t)}</td>' if best else f"<td>{escape(t)}</td>" for t, best in cells)
+        tds = "".join(_td(*cell) for cell in cells)
         out.append(f'<tr class="baseline">{tds}</tr>' if baseline else f"<tr>{tds}</tr>")
     out += ["</tbody>", "</table>", "</div>"]
+    return out
+
+
+def _differences(table, cells_of, css_class: str, highlight) -> list[str]:
+    """A difference table, one number per cell (its full text as the cell's tooltip), and the full
+    texts as notes under it."""
+    body, notes = [], []
+    for row in table.rows:
+        cells = [(row.label, False), (row.model, False)]
+        for col in table.columns:
+            short, full = cells_of(row.cells.get(col), row)
+            cells.append((short, False, full))
+            if full:
+                notes.append(f"<li><b>{escape(row.label)}</b> ({escape(row.model)}), {escape(col)}: {escape(full)}</li>")
+        body.append((cells, highlight(row)))
+    out = _table(["algorithm", "model", *table.columns], body, css_class)
+    out += [f'<p class="note">{escape(n)}</p>' for n in n_notes(notes, DIFF_N_NOTE)]
+    if notes:
+        out += [f'<p class="note">{escape(DIFF_CELL_NOTE)}</p>',
+                '<details class="cell-notes"><summary>Intervals, verdicts and the smallest detectable effects</summary>',
+                '<ul class="cell-notes">', *notes, "</ul></details>"]
     return out
 
 
@@ -120,17 +152,10 @@ def to_html(reports: list[TaskReport], out_dir: Path, root: str, runs: int, prob
             parts += _table(["algorithm", "model", "seeds", *table.columns], body, "results")
             parts += _notes(body, CELL_N_NOTE)
             parts.append(f"<h4>Difference from {escape(baseline)}</h4>")
-            body = [([(row.label, False), (row.model, False)]
-                     + [(vs_text(row.cells.get(c), row), False) for c in table.columns], row.is_baseline)
-                    for row in table.rows]
-            parts += _table(["algorithm", "model", *table.columns], body, "versus")
-            parts += _notes(body, DIFF_N_NOTE)
+            parts += _differences(table, vs_cells, "versus", lambda row: row.is_baseline)
             if table.has_base:
                 parts.append("<h4>Gain over the base model</h4>")
-                body = [([(row.label, False), (row.model, False)]
-                         + [(gain_text(row.cells.get(c), row), False) for c in table.columns], row.is_base)
-                        for row in table.rows]
-                parts += _table(["algorithm", "model", *table.columns], body, "gain")
+                parts += _differences(table, gain_cells, "gain", lambda row: row.is_base)
         th = rep.thresholds
         if th.families:
             parts.append("<h3>Steps to threshold</h3>")

@@ -16,9 +16,9 @@ from harness.report.verdict import verdict_parts
 CSV_FIELDS = ("task", "table", "row", "algorithm", "model", "seeds", "column", "n", "mean", "std", "ci_low",
               "ci_high", "iqm", "best", "left_out", "baseline", "diff", "diff_ci_low", "diff_ci_high",
               "diff_boot_low", "diff_boot_high", "p_t",
-              "p_perm", "p_holm", "prob_improvement", "effect", "seeds_needed", "rules_out", "verdict", "base",
-              "gain", "gain_ci_low", "gain_ci_high", "gain_p_perm", "gain_p_holm", "gain_prob_improvement",
-              "gain_seeds_needed", "gain_rules_out", "gain_verdict", "target", "first_step", "steps")
+              "p_perm", "p_holm", "prob_improvement", "effect", "seeds_needed", "smallest_detectable", "rules_out",
+              "verdict", "base", "gain", "gain_ci_low", "gain_ci_high", "gain_p_perm", "gain_p_holm",
+              "gain_prob_improvement", "gain_seeds_needed", "gain_smallest_detectable", "gain_rules_out", "gain_verdict", "target", "first_step", "steps")
 
 
 def stat_text(cell: StatCell | Summary, seeds: int) -> str:
@@ -46,32 +46,82 @@ def seeds_text(c: Comparison) -> str:
     return f"about {c.seeds_needed} seeds for ±{c.effect:g}"
 
 
+def detectable_text(c: Comparison) -> str:
+    """The smallest effect these seeds detect (paired t, 80% power), in words."""
+    if c.n < MIN_SEEDS_FOR_SPREAD:
+        return f"fewer than {MIN_SEEDS_FOR_SPREAD} seeds: no estimate of the smallest detectable effect"
+    if c.detectable is None:
+        return ""
+    return f"smallest effect detectable with these {c.n} seeds: ±{num(c.detectable)}"
+
+
 def compare_text(c: Comparison | None) -> str:
+    """A comparison in full: the difference, its interval, what that rules out, the verdict and the
+    smallest effect these seeds detect (the footnote and tooltip of a difference cell)."""
     if c is None:
         return "—"
     if c.n == 0:
         return c.verdict
     interval = f" [{num(c.lo, True)}, {num(c.hi, True)}]" if c.n > 1 else ""
-    parts = [f"{num(c.diff, True)}{interval}", rules_out_text(c), c.verdict, seeds_text(c)]
+    parts = [f"{num(c.diff, True)}{interval}", rules_out_text(c), c.verdict, detectable_text(c)]
     return "; ".join(p for p in parts if p)
 
 
-def vs_text(cell: StatCell | None, row: Row) -> str:
+#: after a difference that reaches a verdict (the exact test, Holm-corrected)
+MARK = {"higher": " ▲", "lower": " ▼"}
+DIFF_CELL_NOTE = ("One number per cell: the mean paired difference (▲ / ▼: higher / lower by the exact test, "
+                  "Holm-corrected; no mark: no verdict). Its 95% interval, what the interval rules out, the "
+                  "verdict and the smallest effect these seeds can detect are in the notes under the table "
+                  "(and in a cell's tooltip on the page).")
+
+
+def compare_cell(c: Comparison | None) -> str:
+    """A comparison as one number: the mean difference, marked where it reaches a verdict."""
+    if c is None:
+        return "—"
+    if c.n == 0:
+        return "—"
+    return num(c.diff, True) + MARK.get(c.word or "", "")
+
+
+def _comparison_of(cell: StatCell | None, row: Row, attr: str) -> tuple[str, str]:
+    """(cell text, full text) of the row's ``vs`` or ``vs_base`` comparison in a column."""
     if cell is None:
-        return ""
-    if row.is_baseline:
-        return "baseline"
-    if row.is_base:
-        return "base model"
-    return compare_text(cell.vs) if row.baseline_label is not None else "no baseline row on this model"
+        return "", ""
+    if attr == "vs":
+        if row.is_baseline:
+            return "baseline", ""
+        if row.is_base:
+            return "base model", ""
+        if row.baseline_label is None:
+            return "—", "no baseline row on this model"
+    else:
+        if row.is_base:
+            return "base model", ""
+        if row.base_label is None:
+            return "—", "no base row for this evaluation"
+    c = getattr(cell, attr)
+    return compare_cell(c), compare_text(c)
+
+
+def vs_cells(cell: StatCell | None, row: Row) -> tuple[str, str]:
+    """(the cell's one number, its footnote) for the difference from the baseline."""
+    return _comparison_of(cell, row, "vs")
+
+
+def gain_cells(cell: StatCell | None, row: Row) -> tuple[str, str]:
+    """(the cell's one number, its footnote) for the gain over the base model."""
+    return _comparison_of(cell, row, "vs_base")
+
+
+def vs_text(cell: StatCell | None, row: Row) -> str:
+    short, full = vs_cells(cell, row)
+    return full or short
 
 
 def gain_text(cell: StatCell | None, row: Row) -> str:
-    if cell is None:
-        return ""
-    if row.is_base:
-        return "base model"
-    return compare_text(cell.vs_base) if row.base_label is not None else "no base row for this evaluation"
+    short, full = gain_cells(cell, row)
+    return full or short
 
 
 def method_note(baseline: str, min_seeds: int, effect: float | None = None) -> str:
@@ -83,10 +133,11 @@ def method_note(baseline: str, min_seeds: int, effect: float | None = None) -> s
             f"(scipy.stats.permutation_test over all 2^n sign patterns; it cannot go below p = 2/2^n, 0.25 with 3 "
             f"seeds), Holm-corrected over the columns of each row and table; 'higher'/'lower' only where the "
             f"corrected p is below {ALPHA:g}, and 'no verdict possible' where the test cannot reach the threshold "
-            f"with that many seeds; below {min_seeds} paired seeds: too few seeds to tell. Seeds needed: the seeds at "
-            f"which a paired t-test (level {ALPHA:g}) detects {effect_text} with {POWER:.0%} power at the observed "
-            f"spread of the paired differences (noncentral t, scipy.stats.nct), and at least the seeds the exact "
-            f"test needs. Gain over base: from the base row, the untrained model evaluated through the same "
+            f"with that many seeds; below {min_seeds} paired seeds: too few seeds to tell. Smallest detectable effect: "
+            f"the smallest difference a paired t-test (level {ALPHA:g}) detects with {POWER:.0%} power with the "
+            f"seeds there are, at the observed spread of the paired differences (noncentral t, scipy.stats.nct); "
+            f"leaderboard.json and .csv also give the seeds that would detect {effect_text} (seeds_needed, at least "
+            f"the seeds the exact test needs). Gain over base: from the base row, the untrained model evaluated through the same "
             f"end-of-run evaluation (benchmarks, held-out cases, decoding), one deterministic evaluation, so the "
             f"interval (one-sample t, scipy.stats.ttest_1samp) is over the trained row's seeds only. leaderboard.csv "
             f"and .json also give the t-test p, the bootstrap interval of each difference, the probability of improvement P(X > Y) over the paired seeds "
@@ -115,12 +166,21 @@ def _md_row(cells: list[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
-def _md_comparisons(lines: list[str], title: str, table: Table, text_of) -> None:
+def _md_comparisons(lines: list[str], title: str, table: Table, cells_of) -> None:
+    """A difference table with one number per cell, then one note per cell with the rest."""
     lines += ["", f"{title}:", "", _md_row(["algorithm", "model", *map(md_escape, table.columns)]),
               "|" + "---|" * (2 + len(table.columns))]
+    notes = []
     for row in table.rows:
-        lines.append(_md_row([md_escape(row.label), md_escape(row.model),
-                              *(text_of(row.cells.get(c), row) for c in table.columns)]))
+        shown = []
+        for col in table.columns:
+            short, full = cells_of(row.cells.get(col), row)
+            shown.append(short)
+            if full:
+                notes.append(f"- {md_escape(row.label)} ({md_escape(row.model)}), {md_escape(col)}: {full}")
+        lines.append(_md_row([md_escape(row.label), md_escape(row.model), *shown]))
+    if notes:
+        lines += ["", DIFF_CELL_NOTE, "", *notes]
 
 
 def markdown(reports: list[TaskReport], root: str, runs: int, problems: list[str], baseline: str,
@@ -148,9 +208,9 @@ def markdown(reports: list[TaskReport], root: str, runs: int, problems: list[str
                     cells.append(f"**{text}**" if cell and cell.best else text)
                 seeds = "—" if row.is_base else str(len(row.seeds))
                 lines.append(_md_row([md_escape(row.label), md_escape(row.model), seeds, *cells]))
-            _md_comparisons(lines, f"Difference from {md_escape(baseline)}", table, vs_text)
+            _md_comparisons(lines, f"Difference from {md_escape(baseline)}", table, vs_cells)
             if table.has_base:
-                _md_comparisons(lines, "Gain over the base model", table, gain_text)
+                _md_comparisons(lines, "Gain over the base model", table, gain_cells)
         th = rep.thresholds
         if th.families:
             lines += ["", "### Steps to threshold", "",

@@ -13,7 +13,9 @@
   improvement P(X > Y) over the paired seeds (``rliable.metrics.probability_of_improvement``) with a
   bootstrap interval resampling each side's seeds independently (rliable's scheme; the resamples use
   the same formula, vectorised), and the seeds a
-  paired t-test would need to detect a chosen effect at 80% power (noncentral t, ``scipy.stats.nct``);
+  paired t-test would need to detect a chosen effect at 80% power (noncentral t, ``scipy.stats.nct``),
+  and its inverse, the smallest effect the seeds there are detect at 80% power
+  (:func:`smallest_detectable`, what the tables print);
 - :func:`decide`: the verdicts of one row's comparisons over a table's columns: Holm's correction of
   the permutation p-values, and a verdict word only where the exact test can reach the corrected
   threshold with that many seeds (its smallest p with n pairs is 2/2^n: 0.25 with 3 seeds);
@@ -33,6 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from rliable import metrics as rl_metrics
 from scipy import stats as sps
+from scipy.optimize import brentq
 
 LEVEL = 0.95
 ALPHA = 0.05
@@ -78,6 +81,7 @@ class Comparison:
     word: str | None = None  # "higher" / "lower" when a verdict is reached
     boot_lo: float = math.nan  # 95% percentile-bootstrap interval of the mean difference
     boot_hi: float = math.nan
+    detectable: float | None = None  # the smallest effect a paired t-test detects at these n seeds (80% power)
 
 
 def _rng() -> np.random.Generator:
@@ -200,6 +204,20 @@ def seeds_needed(sd: float, effect: float, floor: int = 2, power: float = POWER)
     return SEEDS_MAX + 1
 
 
+def smallest_detectable(n: int, sd: float, power: float = POWER, alpha: float = ALPHA) -> float | None:
+    """The smallest true mean difference that a two-sided paired t-test at level ``alpha`` with ``n``
+    pairs detects with ``power``, at the paired differences' standard deviation ``sd`` (the inverse
+    of :func:`seeds_needed`: fixed seeds, solved for the effect); None below two pairs."""
+    if n < 2 or not _finite(sd):
+        return None
+    if sd == 0:
+        return 0.0
+    hi = sd
+    while power_paired_t(n, hi, sd, alpha) < power:
+        hi *= 2
+    return float(brentq(lambda e: power_paired_t(n, e, sd, alpha) - power, 0.0, hi, xtol=1e-12 * max(1.0, hi)))
+
+
 def compare(values: dict[int, float], other: dict[int, float] | float, effect: float,
             min_seeds: int = 3) -> Comparison:
     """``values``: seed -> metric; ``other``: seed -> metric (only seeds in both count) or one value
@@ -224,8 +242,9 @@ def compare(values: dict[int, float], other: dict[int, float] | float, effect: f
         warnings.simplefilter("ignore", RuntimeWarning)
         p_t, lo, hi = t_test(xs, ys)
     needed = seeds_needed(sd, effect) if n >= MIN_SEEDS_FOR_SPREAD else None
+    detectable = smallest_detectable(n, sd) if n >= MIN_SEEDS_FOR_SPREAD else None
     comp = Comparison(n, float(diffs.mean()), lo, hi, p_t, sign_flip_p(diffs), smallest_exact_p(n), prob, prob_lo,
-                      prob_hi, sd, effect, needed, boot_lo=boot_lo, boot_hi=boot_hi)
+                      prob_hi, sd, effect, needed, boot_lo=boot_lo, boot_hi=boot_hi, detectable=detectable)
     return replace(comp, verdict=f"too few seeds to tell (n={n})") if n < min_seeds else comp
 
 

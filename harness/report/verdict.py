@@ -6,7 +6,7 @@ baseline) and the points under it.
 :func:`verdict_facts` sorts every comparison of a task's tables: what differs (a verdict word
 from the exact test, Holm-corrected), what the intervals rule out (the end-of-run benchmarks'
 differences from the baseline), the gains over the base model, and what is too noisy to resolve
-the chosen effect with the seeds there are (with the seeds that would). :func:`verdict_paragraphs`
+the chosen effect with the seeds there are (with the smallest effect those seeds detect). :func:`verdict_paragraphs`
 writes them as one paragraph per task; the Markdown and the HTML page both print those.
 """
 
@@ -27,7 +27,7 @@ class Facts:
     differs: list[str] = field(default_factory=list)     # "mrtpo − gdpo on X: higher, +0.05 [+0.03, +0.07]"
     ruled_out: list[str] = field(default_factory=list)   # "mrtpo − gdpo on X rules out gains above ..."
     gains: dict[str, list[tuple[str, Comparison]]] = field(default_factory=dict)  # column -> [(row, gain)]
-    noisy: list[str] = field(default_factory=list)       # "mrtpo − gdpo on X (about 40 seeds for ±0.01)"
+    noisy: list[str] = field(default_factory=list)       # "mrtpo − gdpo on X (smallest effect detectable ...)"
     compared: int = 0                                    # comparisons with the baseline that had a test
     undecidable: list[tuple[int, float]] = field(default_factory=list)  # (seeds, smallest exact p) of those
 
@@ -69,7 +69,8 @@ def _sort(facts: Facts, table: Table, headline: bool) -> None:
                 elif headline and _rules_out(c):
                     facts.ruled_out.append(f"{what}, {_interval(c)}, {_rules_out(c)}")
                 if c.word is None and not _resolved(c) and c.seeds_needed is not None and c.seeds_needed > c.n:
-                    facts.noisy.append(f"{what} (about {c.seeds_needed} seeds for ±{c.effect:g})")
+                    detectable = f"±{c.detectable:.3f}" if c.detectable is not None else "not estimated"
+                    facts.noisy.append(f"{what} (smallest effect detectable with {c.n} seeds: {detectable})")
             g = cell.vs_base
             if g is not None and g.n > 0:
                 facts.gains.setdefault(col, []).append((row.label, g))
