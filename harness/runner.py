@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from evals.runner import benchmark_results
+from harness import disk_full
 from harness.config import RunConfig
 from harness.loggers import open_loggers
 from harness.preflight import PreflightError, preflight
@@ -96,11 +97,23 @@ def end_of_run_eval(plan: Any, generate: Any, cfg: RunConfig) -> dict[str, Any]:
             "decoding": decoding_info(generate)}
 
 
+def _stopped_on_full_disk(rec: RunRecord, loggers: Any, full: disk_full.DiskFull) -> int:
+    """Mark the record failed (or say it could not be), close the loggers, print one line: exit 2."""
+    recorded = disk_full.record_failure(rec, f"DiskFull: {full}")
+    if loggers:
+        loggers.close(None)
+    print(f"mrbench run: {full}" + ("" if recorded else
+          " (the record could not be marked failed either: provenance.json still says 'running'; "
+          "the next run of this command says so)"), file=sys.stderr)
+    return 2
+
+
 def run(cfg: RunConfig) -> int:
     """Pre-flight, open the record, train, evaluate, finish. A run that stops on an error leaves
     its record marked ``failed`` with the reason; one stopped by Ctrl-C or SIGTERM leaves it
     ``interrupted`` and re-raises the KeyboardInterrupt (the command prints one line; a sweep stops).
-    Rerunning the command resumes either. A finished record is not rerun: its summary and
+    Rerunning the command resumes either. A full disk is one line and exit code 2 (:mod:`harness.disk_full`),
+    the record ``failed``. A finished record is not rerun: its summary and
     evaluation are printed again."""
     try:
         plan = preflight(cfg)
@@ -118,6 +131,9 @@ def run(cfg: RunConfig) -> int:
             print(f"{rec.path}: this run already finished; not rerunning (remove the directory to start over)")
             print_summary(rec, rec.provenance().get("summary", {}), finished_eval(rec))
             return 0
+        note = disk_full.note_previous(rec)
+        if note:
+            print(f"mrbench run: note: {note}", file=sys.stderr)
         t0 = time.time()
         loggers = open_loggers(cfg, rec)  # --output.loggers: every metrics row, benchmarks at the end
         try:
@@ -131,6 +147,9 @@ def run(cfg: RunConfig) -> int:
             print(f"mrbench run: {exc}", file=sys.stderr)
             return 2
         except BaseException as exc:
+            full = disk_full.find(exc, rec.path)
+            if full is not None:  # one line naming the path and the room needed; the last checkpoint stays
+                return _stopped_on_full_disk(rec, loggers, full)
             if isinstance(exc, KeyboardInterrupt):  # Ctrl-C or SIGTERM (the backend checkpointed where it could)
                 rec.interrupt(str(exc) or "KeyboardInterrupt")
             else:
@@ -138,11 +157,17 @@ def run(cfg: RunConfig) -> int:
             if loggers:
                 loggers.close(None)
             raise
-        rec.write_eval(evaluation)
         eval_results = evaluation["benchmarks"]
         summary = dict(summary)
         summary["wall_seconds"] = round(time.time() - t0, 1)
-        rec.finish(summary)
+        try:
+            rec.write_eval(evaluation)
+            rec.finish(summary)
+        except OSError as exc:
+            full = disk_full.find(exc, rec.path)
+            if full is None:
+                raise
+            return _stopped_on_full_disk(rec, loggers, full)
         if loggers:
             loggers.catch_up(rec.metrics())
             loggers.benchmarks(eval_results)

@@ -8,7 +8,8 @@ either the previous checkpoint or the new one, never a torn file. It is written 
 archive's CRC-32 checksums: the rename already rules out a torn file, and computing them took
 about half of the write of a 135M model's 1.6 GB state (the main job writes one after every step).
 The temporary file of a killed write (``.state.pt.tmp-<pid>``) is removed by the next :func:`load`
-(the record's lock keeps any other writer out). Beside it, ``step.json`` (``{"step": N}``, written after the rename) says how
+(the record's lock keeps any other writer out); a write that fails for want of room is one
+:class:`~harness.disk_full.DiskFull` line naming the file and the bytes needed. Beside it, ``step.json`` (``{"step": N}``, written after the rename) says how
 far the checkpoint goes without loading it (``mrbench sweep --status``); after a kill between the
 two writes it lags one checkpoint behind, never ahead.
 
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.disk_full import guard, tensor_bytes
 from harness.records import CHECKPOINT_STEP_FILE as STEP_FILE
 from harness.records import RecordError
 
@@ -89,13 +91,14 @@ def save(directory: Path, *, step: int, model: Any, optimizer: torch.optim.Optim
                "rng": rng_state(), "data_position": data_position, "fingerprint": fingerprint}
     path = directory / STATE_FILE
     tmp = directory / f".{STATE_FILE}.tmp-{os.getpid()}"
-    try:
-        with _without_crc():
-            torch.save(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with guard(path, tensor_bytes(payload), f"the checkpoint after step {step}"):
+        try:
+            with _without_crc():
+                torch.save(payload, tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     from mrbench_core.jsonio import atomic_write_json
 
     atomic_write_json(directory / STEP_FILE, {"step": step})
