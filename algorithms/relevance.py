@@ -95,13 +95,26 @@ class JSAgainst:
     >>> q_k = [ref.distance(l) for l in logits_without]  # each P_\\k, same positions
     """
 
-    def __init__(self, logits_p: Tensor, chunk_size: int | None = None):
+    def __init__(self, logits_p: Tensor, chunk_size: int | None = None,
+                 buffers: tuple[Tensor, Tensor] | None = None):
+        """``buffers``: two float32 tensors of at least [n, V] to hold log p and p (a caller that
+        compares many blocks reuses them instead of allocating 2 x [n, V] per block). Log p and p
+        are made ``chunk_size`` rows at a time, so each row block is read while it is in cache;
+        the values are the same as whole-block :func:`log_probs` and ``exp`` (row-wise ops)."""
         if logits_p.dim() != 2:
             raise ValueError(f"expected [n, V] logits, got shape {tuple(logits_p.shape)}")
         self.shape = tuple(logits_p.shape)
-        self.step = _check_chunk(chunk_size, logits_p.shape[1])
-        self.a = log_probs(logits_p)
-        self.p = self.a.exp()
+        n, V = self.shape
+        self.step = _check_chunk(chunk_size, V)
+        if buffers is None:
+            self.a = torch.empty(n, V, dtype=torch.float32, device=logits_p.device)
+            self.p = torch.empty_like(self.a)
+        else:
+            self.a, self.p = (b[:n] for b in buffers)
+        for start in range(0, n, self.step):
+            end = start + self.step
+            a = torch.log_softmax(logits_p[start:end], dim=-1, dtype=torch.float32, out=self.a[start:end])
+            torch.exp(a.clamp_min_(LOGPROB_FLOOR), out=self.p[start:end])
 
     def distance(self, logits_q: Tensor) -> Tensor:
         """q per row, float32 [n]."""

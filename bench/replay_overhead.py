@@ -3,6 +3,7 @@
     .venv/bin/python bench/replay_overhead.py [--model smollm2-135m] [--task ifollow]
         [--prompts 2] [--group 8] [--max-new-tokens 96] [--shares 0.2 1.0] [--repeats 3]
         [--selection blocks|pairs] [--threads 0] [--dtype auto] [--train-dtype auto]
+        [--replay-batching padded|exact] [--replay-head auto|float32|model]
 
 Method. The default main job's batch (ifollow's generated prompts, G responses each, sampled with
 the rollout model in bf16 where native) is fixed. Its generation and scoring times are
@@ -131,6 +132,8 @@ def main() -> None:
                          "(what the main job replays on the generated instruction-following prompts), all")
     ap.add_argument("--replay-batching", default="padded", choices=["exact", "padded"],
                     help="backend.local.replay_batching")
+    ap.add_argument("--replay-head", default="auto", choices=["auto", "float32", "model"],
+                    help="backend.local.replay_head: the statistics' LM head (auto: float32 below a float32 rollout)")
     ap.add_argument("--dtype", default="auto", help="rollout/replay dtype (auto: bf16 where the CPU has it natively; "
                                                     "float32 reproduces a host without native bf16)")
     ap.add_argument("--train-dtype", default="auto", choices=["auto", "bfloat16", "float32"],
@@ -148,6 +151,7 @@ def main() -> None:
     cfg.model.name, cfg.task.name, cfg.model.dtype = args.model, args.task, args.dtype
     cfg.model.train_dtype = args.train_dtype
     cfg.backend.local.replay_batching = args.replay_batching
+    cfg.backend.local.replay_head = args.replay_head
     cfg.sampling.prompts_per_step = args.prompts or cfg.sampling.prompts_per_step
     cfg.sampling.group_size = args.group or cfg.sampling.group_size
     cfg.sampling.max_new_tokens = args.max_new_tokens or cfg.sampling.max_new_tokens
@@ -161,7 +165,7 @@ def main() -> None:
     info = backend.rollout_info()
     host = "bf16-native" if info["host_native_bf16"] else "without native bf16 (AVX2-class)"
     print(f"host {host}; rollout {info['dtype']}, attention {info['attention']}, replay batching "
-          f"{info['replay_batching']}, "
+          f"{info['replay_batching']}, replay head {'float32' if backend.replay_head_float32() else 'model dtype'}, "
           f"{'shared with' if info['shared_with_training'] else 'separate from'} the training copy")
     print(f"model {args.model} ({backend.rollout_dtype} rollout/replay, {backend.train_dtype} update), "
           f"task {args.task}, {len(rollouts)} responses, mean length {mask.sum(1).float().mean():.1f} tokens, "
@@ -190,7 +194,7 @@ def main() -> None:
         for pair in choose_pairs(pairs, rollouts, n, args.selection, gen):
             chosen[pair] = True
         t_rep = float("inf")
-        engine.forward_tokens = 0
+        engine.forward_tokens = engine.padded_tokens = 0
         for _ in range(args.repeats):
             t0 = time.perf_counter()
             with backend._rollout_phase():
@@ -223,7 +227,8 @@ def main() -> None:
                 r.hidden = h
             print(f"prefix-shared batched replay {t_rep:.2f} s vs naive {t_naive:.2f} s: "
                   f"speed-up {t_naive / t_rep:.2f}x (tokens through the model: "
-                  f"{engine.forward_tokens // args.repeats} vs {naive.forward_tokens})")
+                  f"{engine.forward_tokens // args.repeats} vs {naive.forward_tokens}; padding computed alongside the "
+                  f"shared replay's response rows: {engine.padded_tokens // args.repeats})")
     # The headline pools what both steps compute identically, so that timing noise in those parts
     # is not read as MRTPO's cost: the update (same tokens and shapes; only the advantage values
     # differ) takes the fastest of all update timings, and the sampling (the same tokens drawn by

@@ -11,8 +11,8 @@ their responses under every context) share the longest common token prefix of th
 capped so that every context keeps at least one token of its own. That prefix's KV cache is
 computed once (batch of one). Each distinct context is then encoded once on top of it, a batch of
 contexts at a time, left-padded with the padding masked out; and each job runs only its context's
-last token plus its response, on top of its own context's cache (gathered per row), right-padded,
-in batches of similar lengths. Identical jobs are computed once (P_all is shared by all rewards of
+last token plus its response but the response's last token (T inputs for T predicted tokens), on
+top of its own context's cache (gathered per row), right-padded, in batches of similar lengths. Identical jobs are computed once (P_all is shared by all rewards of
 a response; ifollow's P_\\k by every response of the group).
 
 What each algorithm asks for (leave-one-out contexts, the joint ablation, CoRT's rubric, OPSD's
@@ -128,6 +128,19 @@ def _returned_cache(output: Any) -> Any:
     return cache if cache is not None else output.past_key_values
 
 
+def cache_copy(cache: Any) -> Any:
+    """A copy of a KV cache that later batch operations (``reorder_cache``, ``batch_repeat_interleave``)
+    and forward passes may change while ``cache`` stays as it is. transformers' cache layers rebind
+    their key and value tensors rather than write into them (``torch.cat``, ``index_select``), so
+    copying the cache and layer objects is enough; a cache without ``layers`` is copied deeply."""
+    layers = getattr(cache, "layers", None)
+    if not isinstance(layers, list):
+        return copy.deepcopy(cache)
+    out = copy.copy(cache)
+    out.layers = [copy.copy(layer) for layer in layers]
+    return out
+
+
 def common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
     if not seqs:
         return 0
@@ -155,11 +168,13 @@ class ReplayEngine:
         self.head_float32 = head_float32
         self.exact_batches = exact_batches
         self._head32: tuple[Tensor, Tensor | None] | None = None
+        self._buffers: dict[str, Tensor] = {}  # the statistics' reused [rows, V] blocks (see _scratch)
         self.batch_size = max(1, int(batch_size))
         self.chunk_size = max(1, int(chunk_size))
         self.share_prefix = share_prefix
         self.pad_id = int(pad_id)
         self.forward_tokens = 0  # tokens run through the model (a cost counter for benchmarks)
+        self.padded_tokens = 0  # padding positions computed alongside them (right-padded response rows)
 
     @property
     def device(self) -> torch.device:
@@ -174,7 +189,7 @@ class ReplayEngine:
         contexts, capped so that every context keeps one token of its own) is encoded once; each
         distinct context is encoded once on top of P, up to its last token, ``batch_size``
         contexts at a time, left-padded (the padding is masked out); each job then runs only
-        ``[last context token] + response`` on top of its own context's cache, ``batch_size`` rows
+        ``[last context token] + response[:-1]`` on top of its own context's cache, ``batch_size`` rows
         at a time whichever contexts they belong to, so batches stay full for per-response
         contexts (one job each) as well as for one context serving a whole group (ifollow's P_\\k).
         Without sharing, or when the contexts share no token, every job runs in full, right-padded.
@@ -227,7 +242,7 @@ class ReplayEngine:
         middles = [c[prefix_len:-1] for c in contexts]
         width = max(len(m) for m in middles)
         count = len(contexts)
-        cache = copy.deepcopy(prefix_cache)
+        cache = cache_copy(prefix_cache)
         cache.batch_repeat_interleave(count)
         seen = torch.ones(count, prefix_len + width, dtype=torch.long, device=self.device)
         if width == 0:
@@ -247,22 +262,25 @@ class ReplayEngine:
 
     def _job_rows(self, decoder: Any, cache: Any, seen: Tensor, rows: list[tuple[int, ReplayJob]],
                   out: dict[ReplayJob, Tensor]) -> None:
-        """Run ``[last context token] + response`` for each (context index, job) row on top of that
-        context's keys and values (gathered from ``cache``), right-padded; store the hidden states."""
-        width = 1 + max(len(job.response) for _, job in rows)
+        """Run ``[last context token] + response[:-1]`` (the T inputs whose outputs predict the T
+        response tokens; the last response token predicts nothing the statistics read) for each
+        (context index, job) row on top of that context's keys and values (gathered from ``cache``),
+        right-padded; store the hidden states."""
+        width = max(len(job.response) for _, job in rows)
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long, device=self.device)
         positions = torch.empty((len(rows), width), dtype=torch.long, device=self.device)
         for i, (_, job) in enumerate(rows):
-            ids[i, :1 + len(job.response)] = torch.tensor((job.context[-1], *job.response), device=self.device)
+            ids[i, :len(job.response)] = torch.tensor((job.context[-1], *job.response[:-1]), device=self.device)
             start = len(job.context) - 1
             positions[i] = torch.arange(start, start + width, device=self.device)
         index = torch.tensor([c for c, _ in rows], device=self.device)
-        rows_cache = copy.deepcopy(cache)
+        rows_cache = cache_copy(cache)
         rows_cache.reorder_cache(index)
         mask = torch.cat([seen[index], torch.ones(len(rows), width, dtype=seen.dtype, device=self.device)], dim=1)
         hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
                          **{_cache_kwarg(decoder): rows_cache}).last_hidden_state
-        self.forward_tokens += sum(1 + len(job.response) for _, job in rows)
+        self.forward_tokens += sum(len(job.response) for _, job in rows)
+        self.padded_tokens += len(rows) * width - sum(len(job.response) for _, job in rows)
         for i, (_, job) in enumerate(rows):
             out[job] = hidden[i, :len(job.response)].clone()
 
@@ -291,23 +309,44 @@ class ReplayEngine:
     def _stat_chunk(self, head: Any) -> int:
         return stat_chunk_positions(self.chunk_size, head.weight.shape[0])
 
-    def _logits(self, head: Any, hidden: Tensor, cap: float | None) -> Tensor:
+    def _logits(self, head: Any, hidden: Tensor, cap: float | None, out: Tensor | None = None) -> Tensor:
         """The statistics' logits of hidden states: the LM head in the model's dtype, or with
         ``head_float32`` a float32 copy of it on the (upcast) hidden states, so that the logits
-        carry no bf16 output rounding (a bf16 logit of 16 is rounded to a step of 1/8)."""
+        carry no bf16 output rounding (a bf16 logit of 16 is rounded to a step of 1/8). ``out``
+        (float32, [len(hidden), V]): where the float32 head writes them (a reused buffer; the same
+        matrix product as ``linear``); the result may then be a view of it."""
         if not self.head_float32 or head.weight.dtype == torch.float32:
             return head_logits(head, hidden, cap, self.temperature)
         if self._head32 is None or self._head32[0].device != hidden.device:
             bias = None if head.bias is None else head.bias.detach().float()
             self._head32 = (head.weight.detach().float(), bias)
         weight, bias = self._head32
-        return tempered(capped(torch.nn.functional.linear(hidden.float(), weight, bias), cap), self.temperature)
+        x = hidden.float()
+        if out is None:
+            logits = torch.nn.functional.linear(x, weight, bias)
+        elif bias is None:
+            logits = torch.mm(x, weight.t(), out=out)
+        else:
+            logits = torch.addmm(bias, x, weight.t(), out=out)
+        return tempered(capped(logits, cap), self.temperature)
 
-    def _kept_or_head(self, head: Any, hidden: Tensor, logits: Tensor | None, cap: float | None) -> Tensor:
+    def _scratch(self, name: str, rows: int, like: Tensor) -> Tensor:
+        """A float32 [rows, V] tensor kept between calls (V = the vocabulary, ``like``'s head),
+        grown when too small: the statistics' per-chunk blocks are written into the same memory
+        each time instead of into fresh allocations of tens of MB."""
+        V = like.shape[0]
+        buf = self._buffers.get(name)
+        if buf is None or buf.shape[0] < rows or buf.shape[1] != V or buf.device != like.device:
+            buf = torch.empty(rows, V, dtype=torch.float32, device=like.device)
+            self._buffers[name] = buf
+        return buf[:rows]
+
+    def _kept_or_head(self, head: Any, hidden: Tensor, logits: Tensor | None, cap: float | None,
+                      out: Tensor | None = None) -> Tensor:
         """Kept sampling logits when given (and not overridden by ``head_float32``), else the head."""
         if logits is not None and not self.head_float32:
             return tempered(capped(logits, cap), self.temperature)
-        return self._logits(head, hidden, cap)
+        return self._logits(head, hidden, cap, out)
 
     def refresh(self) -> None:
         """Forget the float32 head copy (call after the model's weights change)."""
@@ -333,12 +372,17 @@ class ReplayEngine:
         _, head, cap = decoder_and_head(self.model)
         step = self._stat_chunk(head)
         parts: list[list[Tensor]] = [[] for _ in others]
+        rows = min(step, hidden_a.shape[0])
+        buffers = (self._scratch("log_p", rows, head.weight), self._scratch("p", rows, head.weight))
+        logits_out = self._scratch("logits", rows, head.weight) if self.head_float32 else None
         for s in range(0, hidden_a.shape[0], step):
             e = s + step
-            la = self._kept_or_head(head, hidden_a[s:e], None if logits_a is None else logits_a[s:e], cap)
-            ref = JSAgainst(la, chunk_size=JS_ROWS)
+            n = min(e, hidden_a.shape[0]) - s
+            out = None if logits_out is None else logits_out[:n]
+            la = self._kept_or_head(head, hidden_a[s:e], None if logits_a is None else logits_a[s:e], cap, out)
+            ref = JSAgainst(la, chunk_size=JS_ROWS, buffers=buffers)  # la is read here, then free
             for part, hb in zip(parts, others):
-                part.append(ref.distance(self._logits(head, hb[s:e], cap)))
+                part.append(ref.distance(self._logits(head, hb[s:e], cap, out)))
         return [torch.cat(p) if p else torch.zeros(0) for p in parts]
 
     @torch.inference_mode()

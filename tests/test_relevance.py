@@ -144,3 +144,19 @@ def test_token_logprob_delta() -> None:
     lq = [math.log(ref.softmax(b[i].tolist())[tokens[i]]) for i in range(2)]
     assert token_logprobs(a, tokens, chunk_size=1).tolist() == pytest.approx(lp, abs=1e-6)
     assert token_logprob_delta(a, b, tokens).tolist() == pytest.approx([x - y for x, y in zip(lp, lq)], abs=1e-6)
+
+
+def test_reference_made_block_by_block_into_buffers_is_unchanged() -> None:
+    """JSAgainst's log p and p, made chunk_size rows at a time into caller buffers (larger than
+    needed, holding stale values), equal whole-block log_probs and exp bit for bit."""
+    from algorithms.relevance import log_probs
+
+    gen = torch.Generator().manual_seed(4)
+    base = (torch.randn(21, 700, generator=gen) * 3).bfloat16()
+    other = (base.float() + torch.randn(21, 700, generator=gen)).bfloat16()
+    buffers = (torch.full((32, 700), 7.0), torch.full((32, 700), 7.0))
+    shared = JSAgainst(base, chunk_size=4, buffers=buffers)
+    whole = log_probs(base)
+    assert torch.equal(shared.a, whole) and torch.equal(shared.p, whole.exp())
+    assert torch.equal(shared.distance(other), js_distance(base, other, chunk_size=4))
+    assert torch.equal(shared.distance(other), JSAgainst(base, chunk_size=4).distance(other))

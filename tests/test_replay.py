@@ -77,9 +77,9 @@ def test_hidden_states_match_full_pass_and_prefix_is_computed_once(tiny):
     for job, h in hidden.items():
         assert torch.allclose(h, full_context_hidden(tiny.model, job), atol=1e-5)
     # group prefix once, each context's remainder once (all but its last token), then per job
-    # only [last context token] + response
+    # only [last context token] + response[:-1] (the inputs that predict the response tokens)
     prefix = common_prefix_length(ctxs)
-    expected = prefix + sum(len(c) - 1 - prefix for c in ctxs) + sum(1 + len(r) for _ in ctxs for r in resps)
+    expected = prefix + sum(len(c) - 1 - prefix for c in ctxs) + sum(len(r) for _ in ctxs for r in resps)
     naive = sum(len(j.context) + len(j.response) for j in set(jobs))
     assert engine.forward_tokens == expected
     print(f"tokens through the model: {expected} shared vs {naive} naive")
@@ -278,3 +278,52 @@ def test_exact_batches_reproduce_each_context_replayed_alone_in_bf16(tiny):
     batched = ReplayEngine(model, batch_size=8, exact_batches=True).run(jobs)
     alone = {j: ReplayEngine(model, batch_size=1).run([j])[j] for j in jobs}
     assert all(torch.equal(batched[j], alone[j]) for j in jobs)
+
+
+@torch.no_grad()
+def _reference_js_many(model, hidden_a, others, head_float32, chunk):
+    """The statistics the straightforward way: fresh logits (``linear``) per chunk of positions,
+    whole-block log p and p, one Jensen-Shannon distance per pair (``js_many`` at a4ce79c)."""
+    from algorithms.relevance import js_distance
+    from harness.replay import JS_ROWS
+
+    head = model.get_output_embeddings()
+
+    def logits(h):
+        return torch.nn.functional.linear(h.float(), head.weight.float()) if head_float32 else head(h)
+
+    return [torch.cat([js_distance(logits(hidden_a[s:s + chunk]), logits(hb[s:s + chunk]), chunk_size=JS_ROWS)
+                       for s in range(0, len(hb), chunk)]) for hb in others]
+
+
+@pytest.mark.parametrize("head_float32,chunk", [(True, 128), (True, 7), (False, 5)])
+def test_js_many_with_reused_buffers_equals_the_straightforward_statistics(tiny, head_float32, chunk):
+    """P_all's log p and p made block by block into reused buffers, and the float32 head written
+    into a reused buffer, give the same distances bit for bit as whole-block tensors."""
+    import copy
+
+    model = copy.deepcopy(tiny.model).to(torch.bfloat16).eval()
+    ctxs, resps = _contexts(tiny.tokenizer), _responses((30, 3))
+    engine = ReplayEngine(model, batch_size=4, chunk_size=chunk, head_float32=head_float32)
+    hidden = engine.run([ReplayJob(c, r) for c in ctxs for r in resps])
+    for r in resps:  # the second, shorter response reuses the first one's (larger) buffers
+        a, others = hidden[ReplayJob(ctxs[0], r)], [hidden[ReplayJob(c, r)] for c in ctxs[1:]]
+        got = engine.js_many(a, others)
+        expected = _reference_js_many(model, a, others, head_float32, chunk)
+        assert all(torch.equal(g, e) for g, e in zip(got, expected))
+        assert max(float(g.max()) for g in got) > 0.01  # the contexts do change the predictions
+
+
+def test_cache_copy_leaves_the_original_cache_unchanged(tiny):
+    from harness.replay import _cache_kwarg, cache_copy, decoder_and_head
+
+    decoder, _, _ = decoder_and_head(tiny.model)
+    with torch.no_grad():
+        cache = decoder(input_ids=torch.tensor([[1, 2, 3, 4]]), use_cache=True).past_key_values
+        before = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+        other = cache_copy(cache)
+        other.batch_repeat_interleave(2)
+        decoder(input_ids=torch.tensor([[5], [6]]), use_cache=True, **{_cache_kwarg(decoder): other})
+    assert other.get_seq_length() == 5 and cache.get_seq_length() == 4
+    for layer, (k, v) in zip(cache.layers, before):
+        assert layer.keys.shape[0] == 1 and torch.equal(layer.keys, k) and torch.equal(layer.values, v)
