@@ -9,6 +9,7 @@
     mrbench eval NAME NAME ... --model M --out DIR   (several benchmarks, with cross-benchmark averages)
     mrbench leaderboard [--root results] [--out FILE.md]
     mrbench sweep GRID.yaml [--executor inline|local|ray] [--jobs N] [--address A] [--root DIR] [--dry-run | --status]
+                 [--until-resolved [--baseline ALGO] [--metric BENCH/KEY] [--effect E] [--max-seeds N] [--round-size K]]
     mrbench report --root DIR --out DIR [--baseline gdpo] [--threshold X] [--min-seeds 3]
     mrbench credit RECORD [--step N] --out PAGE.html       per-token credit page (or --model M --task T --data F)
     mrbench localize [--model M] [--task T] [--n 32] --out DIR   where each reward's replay distance falls
@@ -163,7 +164,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     return run_sweep(SweepOptions(grid=args.grid, executor=args.executor, jobs=args.jobs, address=args.address,
                                   retries=args.retries, only=args.only, dry_run=args.dry_run, status=args.status,
-                                  loggers=args.loggers, root=args.root))
+                                  loggers=args.loggers, root=args.root, until_resolved=args.until_resolved,
+                                  baseline=args.baseline, metrics=args.metric, effect=args.effect,
+                                  max_seeds=args.max_seeds, round_size=args.round_size))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -316,6 +319,19 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
                     "whose committed records are finished: results/sweeps/NAME-rerun)")
     sw.add_argument("--only", nargs="+", metavar="GLOB", help="only the cells whose record path below the "
                     "root matches, e.g. 'ifollow/mrtpo/*'")
+    ad = sw.add_argument_group("adaptive seeds (docs/adaptive-sweeps.md)")
+    ad.add_argument("--until-resolved", action="store_true", help="run the grid's seeds as a first round, then "
+                    "--round-size more per arm at a time until each arm's comparison with --baseline is resolved "
+                    "(its anytime-valid interval excludes 0 or is at most ±--effect wide) or has --max-seeds")
+    ad.add_argument("--baseline", default="gdpo", help="the algorithm every arm is compared with (default: gdpo)")
+    ad.add_argument("--metric", action="append", metavar="BENCH/KEY", help="an end-of-run benchmark number to "
+                    "decide on, e.g. ifollow-heldout/instruction_level (repeatable; default: every one the first "
+                    "round's records share)")
+    ad.add_argument("--effect", type=float, default=0.01, help="an interval at most this wide either side of its "
+                    "centre resolves the comparison (default 0.01)")
+    ad.add_argument("--max-seeds", type=int, default=12, help="the most seeds an arm gets (default 12)")
+    ad.add_argument("--round-size", type=int, default=2, help="seeds added per open arm each round after the "
+                    "first (default 2)")
     mode = sw.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="list the cells and their record directories")
     mode.add_argument("--status", action="store_true", help="show each cell's state: pending, running, "

