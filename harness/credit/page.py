@@ -1,9 +1,12 @@
 """The page of ``mrbench credit``: one self-contained HTML file (no network, no server).
 
-Each response's tokens are coloured by the relevance q of the reward chosen in the control (each
-response's own maximum is the darkest shade), the tokens its checker read are outlined, the
-verdict is written above the text, and the final per-token advantage underlines every token
-(green positive, red negative; the control can also colour by it). The choice is kept in the
+Each response's tokens are coloured by the relevance q of the reward chosen in the control, on one
+scale for the whole page (the reward's largest q on any response is the darkest shade; a colour bar
+in the header gives it in numbers). Each stretch the checker read is boxed where it reads part of
+the response (a whole-response checker draws no box, and its verdict says so), the verdict is
+written above the text, and a solid mark under every token gives the final per-token advantage
+(green positive, red negative, at least 3 px and half opaque; the control can also colour by it,
+on the page's scale). The choice is kept in the
 URL fragment, ``PAGE.html#reward=NAME``, so a link (or a headless browser) opens the page on a
 given reward; without one it opens on the first reward that was replayed (has relevance q on some
 response), since a reward without q shows no shading. Replayed rewards are marked (a diamond) in
