@@ -80,6 +80,7 @@ from harness.step_diagnostics import column_names, step_diagnostics
 from harness.system import native_bf16, thread_choice
 from mrbench_core.replay_kinds import ReplayRequest
 from mrbench_core.seeds import SAMPLING, stream_seed
+from mrbench_core.text_check import check_examples
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -298,6 +299,7 @@ class LocalBackend(Backend):
         self._load_policy()
         task.use_tokenizer(self.tokenizer)  # exact prompt lengths for the task's own filters
         examples = task.load(cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
+        check_examples(examples, cfg.task.data_dir)  # text no tokenizer takes: refused by file and row
         examples, too_long = fit_prompts(examples, self.tokenizer, cfg.sampling.max_prompt_tokens)
         if not examples:
             raise ValueError(f"task {cfg.task.name!r} loaded no {cfg.task.split!r} examples"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mrbench_core.text_check import check_text
 from tasks.base import DataError
 from tasks.ifollow.constraints import CONSTRAINTS, clean_kwargs, known_ids
 
@@ -74,12 +75,14 @@ def prompt_of(row: dict[str, Any], *, path: str | None, row_no: int | str | None
     it), else ``messages``/``conversations``; of a list of turns, the first user turn's content."""
     prompt = row.get("prompt")
     if isinstance(prompt, str) and prompt.strip():
+        check_text(prompt, "prompt", path=path, row=row_no)
         return prompt
     for key in ("prompt", "messages", "conversations"):
         turns = row.get(key)
         if isinstance(turns, list):
-            for turn in turns:
+            for i, turn in enumerate(turns):
                 if isinstance(turn, dict) and turn.get("role") == "user" and isinstance(turn.get("content"), str):
+                    check_text(turn["content"], f"{key}[{i}].content", path=path, row=row_no)
                     return turn["content"]
     raise DataError("row has no 'prompt' (nor a user turn in 'prompt'/'messages'/'conversations')", path=path,
                     row=row_no)

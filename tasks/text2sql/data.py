@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mrbench_core.jsonio import read_text
+from mrbench_core.text_check import check_text
 from tasks.base import DataError
 
 
@@ -112,7 +113,25 @@ def benchmark_folder(layout: Layout, data_dir: str | None) -> str:
         f"holding {layout.folder}/ (official layout)")
 
 
+def check_db_id(db_id: str, *, path: str | None, row: int | str | None) -> str:
+    """``db_id`` when it is one folder name; else a :class:`DataError` naming the file and row (a
+    ``db_id`` such as ``../x`` or ``/abs`` would point outside the database folders)."""
+    if not is_folder_name(db_id):
+        raise DataError(f"db_id {db_id!r} is not a folder name: it would point outside the database folders",
+                        path=path, row=row)
+    return db_id
+
+
+def is_folder_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0") \
+        and not os.path.isabs(name) and os.path.basename(name) == name
+
+
 def database_path(db_dirs: list[str], db_id: str) -> str | None:
+    """``<dir>/<db_id>/<db_id>.sqlite`` in the first of ``db_dirs`` that has it; None for a
+    ``db_id`` that is not one folder name (never a path outside ``db_dirs``)."""
+    if not is_folder_name(db_id):
+        return None
     for d in db_dirs:
         path = os.path.join(d, db_id, db_id + ".sqlite")
         if os.path.isfile(path):
@@ -161,7 +180,9 @@ def load_records(name: str, data_dir: str | None) -> list[Record]:
             if not isinstance(value, str) or not value.strip():
                 raise DataError(f"missing or empty string field {key!r}", path=path, row=i)
             values[key] = value
-        db_id = values["db_id"]
+        check_text([values[layout.question_field], str(row.get(layout.evidence_field) or "")
+                    if layout.evidence_field else ""], "question/evidence", path=path, row=i)
+        db_id = check_db_id(values["db_id"], path=path, row=i)
         rid = row.get(layout.id_field) if layout.id_field else None
         rec = Record(
             id=f"{layout.name}-{rid if rid is not None else i}",
@@ -210,7 +231,8 @@ def load_hub_records(hub: Any, data_dir: str | None) -> list[Record]:
         for key, value in (("db_id", row.get("db_id")), ("question", row.get("question")), ("query", query)):
             if not isinstance(value, str) or not value.strip():
                 raise DataError(f"missing or empty string field {key!r}", path=spec, row=i)
-        db_id = row["db_id"]
+        check_text([row["question"], str(row.get("evidence") or "")], "question/evidence", path=spec, row=i)
+        db_id = check_db_id(row["db_id"], path=spec, row=i)
         rec = Record(id=f"{name}-{i}", benchmark="bird-hub" if "SQL" in row and "query" not in row else name,
                      db_id=db_id, question=row["question"], query=query, evidence=str(row.get("evidence") or ""),
                      source=spec, row=i)

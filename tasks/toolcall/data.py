@@ -27,6 +27,7 @@ from typing import Any
 
 from mrbench_core.jsonio import read_jsonl as read_jsonl_rows
 from mrbench_core.jsonio import read_text
+from mrbench_core.text_check import check_text
 from tasks.base import DataError
 
 SPLIT_FILES = {
@@ -69,6 +70,7 @@ def row_fields(row: dict[str, Any], where: str = "", index: int | None = None) -
         clean.append({"role": m["role"], "content": m["content"]})
     if not any(m["role"] == "user" for m in clean):
         raise DataError("the messages contain no user turn", path=where or None, row=index)
+    check_text([m["content"] for m in clean], "messages", path=where or None, row=index)
 
     truth = None
     for candidate in (reward_model.get("ground_truth"), row.get("ground_truth"), meta.get("ground_truth"),
