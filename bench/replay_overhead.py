@@ -3,7 +3,7 @@
     .venv/bin/python bench/replay_overhead.py [--model smollm2-135m] [--task ifollow]
         [--prompts 2] [--group 8] [--max-new-tokens 96] [--shares 0.2 1.0] [--repeats 3]
         [--selection blocks|pairs] [--threads 0] [--dtype auto] [--train-dtype auto]
-        [--replay-batching padded|exact] [--replay-head auto|float32|model]
+        [--replay-batching padded|exact] [--replay-head model|float32|auto]
 
 Method. The default main job's batch (ifollow's generated prompts, G responses each, sampled with
 the rollout model in bf16 where native) is fixed. Its generation and scoring times are
@@ -132,8 +132,9 @@ def main() -> None:
                          "(what the main job replays on the generated instruction-following prompts), all")
     ap.add_argument("--replay-batching", default="padded", choices=["exact", "padded"],
                     help="backend.local.replay_batching")
-    ap.add_argument("--replay-head", default="auto", choices=["auto", "float32", "model"],
-                    help="backend.local.replay_head: the statistics' LM head (auto: float32 below a float32 rollout)")
+    ap.add_argument("--replay-head", default=None, choices=["auto", "float32", "model"],
+                    help="backend.local.replay_head (default: the configuration's, model: the head in the rollout "
+                         "dtype; float32, or auto: float32 below a float32 rollout)")
     ap.add_argument("--dtype", default="auto", help="rollout/replay dtype (auto: bf16 where the CPU has it natively; "
                                                     "float32 reproduces a host without native bf16)")
     ap.add_argument("--train-dtype", default="auto", choices=["auto", "bfloat16", "float32"],
@@ -151,7 +152,8 @@ def main() -> None:
     cfg.model.name, cfg.task.name, cfg.model.dtype = args.model, args.task, args.dtype
     cfg.model.train_dtype = args.train_dtype
     cfg.backend.local.replay_batching = args.replay_batching
-    cfg.backend.local.replay_head = args.replay_head
+    if args.replay_head is not None:
+        cfg.backend.local.replay_head = args.replay_head
     cfg.sampling.prompts_per_step = args.prompts or cfg.sampling.prompts_per_step
     cfg.sampling.group_size = args.group or cfg.sampling.group_size
     cfg.sampling.max_new_tokens = args.max_new_tokens or cfg.sampling.max_new_tokens
