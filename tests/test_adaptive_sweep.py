@@ -53,6 +53,7 @@ class FakeExecutor:
             arm = cell.cfg.algo.name
             atomic_write_json(rec / "eval.json", {"benchmarks": {"bench": {"summary": {
                 "acc": value(arm, cell.cfg.seed), "n_items": 100}}}})
+            (rec / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward_mean": 0.5}) + "\n")
             atomic_write_json(rec / "provenance.json", {"status": "finished"})
             events.ended(cell, 0)
 
@@ -156,3 +157,24 @@ def test_other_settings_than_the_recorded_ones_are_refused(tmp_path):
         cmd_sweep(replace(_opts(grid), max_seeds=20))
     with pytest.raises(GridError, match="baseline arm|--baseline"):
         cmd_sweep(replace(_opts(grid), baseline="dr_grpo", root=str(tmp_path / "other")))
+
+
+def test_the_report_of_an_adaptive_sweep_gives_its_confidence_sequences_and_looks(tmp_path):
+    from harness import cli
+
+    grid = four_arm_grid(tmp_path)
+    assert cmd_sweep(_opts(grid)) == 0
+    state = _state(tmp_path)
+    assert cli.main(["report", "--root", str(tmp_path / "ad"), "--out", str(tmp_path / "rep")]) == 0
+    report = json.loads((tmp_path / "rep" / "leaderboard.json").read_text())
+    assert "anytime-valid" in report["method"] and f"each of its {len(state['rounds'])} rounds" in report["method"]
+    rows = {r["label"]: r for r in report["tasks"]["ifollow"]["tables"][0]["rows"]}
+    last = {key: d["metrics"][METRIC] for rnd in state["rounds"] for key, d in rnd["decisions"].items()}
+    for algo in ("grpo", "mrtpo", "mrtpo-oracle"):
+        vs = rows[algo]["cells"][METRIC]["vs_baseline"]
+        decided = last[f"ifollow/{algo}/tiny-random"]
+        assert len(rows[algo]["seeds"]) == decided["n"]   # the report pairs the seeds the sweep decided on
+        assert (vs["ci"][0], vs["ci"][1]) == pytest.approx((decided["lo"], decided["hi"]), abs=1e-12)
+    assert rows["mrtpo"]["cells"][METRIC]["vs_baseline"]["word"] == "higher"
+    assert "anytime-valid p" in rows["mrtpo"]["cells"][METRIC]["vs_baseline"]["verdict"]
+    assert any("Smallest effect ruled out" in p and "anytime-valid" in p for p in report["verdict"])

@@ -13,6 +13,7 @@ from harness.report.export import to_csv, to_json
 from harness.report.figures import draw_curves
 from harness.report.html import to_html
 from harness.report.render import markdown
+from harness.report.sequential import read_design
 from harness.report.tables import TaskReport, task_report
 from harness.report.verdict import verdict_parts
 
@@ -38,7 +39,8 @@ def build_reports(opts: ReportOptions) -> tuple[list[TaskReport], int, list[str]
         raise FileNotFoundError(f"--root {opts.root}: no such directory")
     runs, problems = collect(opts.root)
     by_task, more = group_runs(runs)
-    reports = [task_report(task, groups, opts.baseline, opts.threshold, opts.min_seeds, opts.effect)
+    design = read_design(opts.root)  # an adaptive sweep's root: its intervals are confidence sequences
+    reports = [task_report(task, groups, opts.baseline, opts.threshold, opts.min_seeds, opts.effect, design)
                for task, groups in by_task.items()]
     return reports, len(runs) - len(more), problems + more
 

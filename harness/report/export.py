@@ -10,7 +10,7 @@ import json
 import math
 from typing import Any
 
-from harness.report.render import CSV_FIELDS, detectable_text, method_note, rules_out_text, seeds_text
+from harness.report.render import CSV_FIELDS, design_of, detectable_text, method_note, rules_out_text, seeds_text
 from harness.report.stats import Comparison
 from harness.report.tables import StatCell, TaskReport
 from harness.report.verdict import verdict_paragraphs
@@ -63,7 +63,7 @@ def to_json(reports: list[TaskReport], root: str, problems: list[str], baseline:
             "figures": rep.figures,
         }
     data = {"root": root, "baseline": baseline, "min_seeds": min_seeds, "effect": effect,
-            "method": method_note(baseline, min_seeds, effect), "verdict": verdict_paragraphs(reports),
+            "method": method_note(baseline, min_seeds, effect, design_of(reports)), "verdict": verdict_paragraphs(reports),
             "tasks": tasks, "left_out": problems}
     return strict_json(data)
 

@@ -17,7 +17,15 @@ from pathlib import Path
 
 from harness.report.figures import report_window
 from harness.report.notes import CELL_N_NOTE, DIFF_N_NOTE, n_notes
-from harness.report.render import DIFF_CELL_NOTE, gain_cells, method_note, stat_text, threshold_text, vs_cells
+from harness.report.render import (
+    DIFF_CELL_NOTE,
+    design_of,
+    gain_cells,
+    method_note,
+    stat_text,
+    threshold_text,
+    vs_cells,
+)
 from harness.report.tables import TaskReport
 from harness.report.verdict import verdict_parts
 
@@ -137,7 +145,7 @@ def to_html(reports: list[TaskReport], out_dir: Path, root: str, runs: int, prob
              '<meta name="viewport" content="width=device-width, initial-scale=1">', "<title>mrbench report</title>",
              f"<style>{STYLE}</style></head><body>", "<h1>mrbench report</h1>", *verdict_block(reports),
              f"<p>{runs} finished runs under <code>{escape(root)}</code>.</p>",
-             f'<p class="note">{escape(method_note(baseline, min_seeds, effect))}</p>']
+             f'<p class="note">{escape(method_note(baseline, min_seeds, effect, design_of(reports)))}</p>']
     for index, rep in enumerate(reports):
         parts.append(f'<section class="task"><h2>{escape(rep.task)}</h2>')
         for table in rep.tables:

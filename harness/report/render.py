@@ -124,9 +124,24 @@ def gain_text(cell: StatCell | None, row: Row) -> str:
     return full or short
 
 
-def method_note(baseline: str, min_seeds: int, effect: float | None = None) -> str:
+def design_of(reports: list[TaskReport]):
+    """The adaptive sweep's design the reports were built with (None: fixed seed counts)."""
+    return next((rep.design for rep in reports if rep.design is not None), None)
+
+
+def adaptive_note(design) -> str:
+    """What changes in an adaptive sweep's report: its intervals, verdicts and seed figures."""
+    if design is None:
+        return ""
+    return (f"These records are an adaptive sweep's (mrbench sweep --until-resolved): each difference and gain has "
+            f"a {design.statement}, not the fixed-n t interval named below, and its verdict is Holm over the "
+            f"anytime-valid p-values of a row's columns, not the exact test; the smallest detectable effect is not "
+            f"estimated for them (seeds_needed in the JSON and CSV: the seeds expected to resolve ±effect). ")
+
+
+def method_note(baseline: str, min_seeds: int, effect: float | None = None, design=None) -> str:
     effect_text = f"±{effect:g}" if effect is not None else "one point of the column's scale (±0.01 for shares)"
-    return (f"Cells: {METHOD}; the best mean of each column in bold. Differences: from the {baseline} row on the "
+    return adaptive_note(design) + (f"Cells: {METHOD}; the best mean of each column in bold. Differences: from the {baseline} row on the "
             f"same model, over the seeds both ran (mean difference [95% paired t interval, scipy.stats.ttest_rel]), "
             f"with what that interval rules out (a bootstrap interval of a mean over 3 seeds cannot reach beyond the "
             f"observed differences, so it would claim too much; the JSON and CSV give it too). Verdicts: the exact paired sign-flip permutation test "
@@ -186,7 +201,7 @@ def _md_comparisons(lines: list[str], title: str, table: Table, cells_of) -> Non
 def markdown(reports: list[TaskReport], root: str, runs: int, problems: list[str], baseline: str,
              min_seeds: int, effect: float | None = None) -> str:
     lines = ["# mrbench report", "", f"{runs} finished runs under {md_code(root)}.", "",
-             method_note(baseline, min_seeds, effect)]
+             method_note(baseline, min_seeds, effect, design_of(reports))]
     parts = verdict_parts(reports)
     if parts:
         lines += ["", "## Verdict"]

@@ -25,14 +25,17 @@ the values and no known variance. Why this library and not another: docs/adaptiv
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
 ALPHA = 0.05
+STATE_FILE = "adaptive.json"  # an adaptive sweep's state, in its root (harness.sweep.adaptive)
 MIN_SEEDS = 3          # savvi's t-test has n - 2 degrees of freedom: no finite interval below 3 differences
 SEEDS_CAP = 1000       # seeds_expected's search stops here
 METHOD = ("anytime-valid t confidence sequence (Lindon et al. 2024, savvi.LinearRegression on the paired "
@@ -138,3 +141,41 @@ def seeds_expected(iv: SequentialInterval, effect: float, phi: float, alpha: flo
         else:
             lo = mid + 1
     return lo
+
+
+@dataclass(frozen=True)
+class Design:
+    """What an adaptive sweep's report needs of its design: the prior scale and how often it looked."""
+
+    phi: float
+    looks: int          # the rounds whose decisions were taken
+    max_seeds: int
+    alpha: float = ALPHA
+
+    @property
+    def statement(self) -> str:
+        return (f"95% {METHOD}, prior scale {self.phi:.3g} (fixed by --max-seeds {self.max_seeds}); the sweep looked "
+                f"after each of its {self.looks} rounds")
+
+
+def read_design(root: str | Path) -> Design | None:
+    """The design of the adaptive sweep whose root is ``root`` (None: not an adaptive sweep's root)."""
+    path = Path(root) / STATE_FILE
+    if not path.is_file():
+        return None
+    state = json.loads(path.read_text(encoding="utf-8"))
+    looks = sum(bool(r.get("decided")) for r in state.get("rounds", []))
+    settings = state["settings"]
+    return Design(float(state["phi"]), looks, int(settings["max_seeds"]), float(settings["alpha"]))
+
+
+def as_sequential(comp, diffs: np.ndarray, design: Design):
+    """A report comparison (:class:`harness.report.stats.Comparison`) with its interval and p replaced by
+    the confidence sequence's (differences in seed order); its verdict then reads the anytime-valid p
+    (Holm over a row's columns, as the exact test's), which any number of seeds can reach."""
+    if comp.n < 1:
+        return comp
+    iv = confidence_sequence(diffs, design.phi, design.alpha)
+    needed = seeds_expected(iv, comp.effect, design.phi, design.alpha) if comp.n >= 2 else None
+    return replace(comp, lo=iv.lo, hi=iv.hi, p_perm=iv.p, p_min=0.0, seeds_needed=needed, detectable=None,
+                   method="cs")

@@ -82,6 +82,7 @@ class Comparison:
     boot_lo: float = math.nan  # 95% percentile-bootstrap interval of the mean difference
     boot_hi: float = math.nan
     detectable: float | None = None  # the smallest effect a paired t-test detects at these n seeds (80% power)
+    method: str = "t"   # "t": fixed-n intervals and the exact test; "cs": an adaptive sweep's confidence sequence
 
 
 def _rng() -> np.random.Generator:
@@ -219,9 +220,10 @@ def smallest_detectable(n: int, sd: float, power: float = POWER, alpha: float = 
 
 
 def compare(values: dict[int, float], other: dict[int, float] | float, effect: float,
-            min_seeds: int = 3) -> Comparison:
+            min_seeds: int = 3, design=None) -> Comparison:
     """``values``: seed -> metric; ``other``: seed -> metric (only seeds in both count) or one value
-    (the base model's, the same for every seed)."""
+    (the base model's, the same for every seed). With an adaptive sweep's ``design``
+    (:class:`harness.report.sequential.Design`) the interval and p are its confidence sequence's."""
     if isinstance(other, dict):
         seeds = sorted(set(values) & set(other))
         ys: np.ndarray | float = np.asarray([other[s] for s in seeds], dtype=float)
@@ -245,6 +247,10 @@ def compare(values: dict[int, float], other: dict[int, float] | float, effect: f
     detectable = smallest_detectable(n, sd) if n >= MIN_SEEDS_FOR_SPREAD else None
     comp = Comparison(n, float(diffs.mean()), lo, hi, p_t, sign_flip_p(diffs), smallest_exact_p(n), prob, prob_lo,
                       prob_hi, sd, effect, needed, boot_lo=boot_lo, boot_hi=boot_hi, detectable=detectable)
+    if design is not None:
+        from harness.report.sequential import as_sequential
+
+        comp = as_sequential(comp, diffs, design)
     return replace(comp, verdict=f"too few seeds to tell (n={n})") if n < min_seeds else comp
 
 
@@ -272,23 +278,24 @@ def decide(comparisons: dict[str, Comparison], min_seeds: int = 3) -> dict[str, 
     floor = seeds_for_exact_test(threshold)
     out = {}
     for col, comp in comparisons.items():
-        if comp.seeds_needed is not None:  # a verdict also needs the seeds at which the exact test can give one
+        if comp.seeds_needed is not None and comp.method == "t":  # and the seeds the exact test needs
             comp = replace(comp, seeds_needed=max(comp.seeds_needed, floor))
         if col not in adjusted:
             out[col] = comp
             continue
         p_adj = adjusted[col]
         family = f", Holm over {m}" if m > 1 else ""
+        test = "anytime-valid p" if comp.method == "cs" else "exact p"
         if comp.p_min > threshold:
             verdict = (f"no verdict possible with {comp.n} seeds (exact p ≥ {comp.p_min:.3g}; "
                        f"{floor} seeds could reach {threshold:.3g}{family})")
             word = None
         elif p_adj < ALPHA and comp.diff != 0:
             word = "higher" if comp.diff > 0 else "lower"
-            verdict = f"{word} (exact p={comp.p_perm:.3g}{family}: {p_adj:.3g})"
+            verdict = f"{word} ({test}={comp.p_perm:.3g}{family}: {p_adj:.3g})"
         else:
             word = None
-            verdict = f"not distinguishable (exact p={comp.p_perm:.2g}{family}: {p_adj:.2g})"
+            verdict = f"not distinguishable ({test}={comp.p_perm:.2g}{family}: {p_adj:.2g})"
         out[col] = replace(comp, verdict=verdict, p_holm=p_adj, family=m, word=word)
     return out
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -89,6 +90,7 @@ class TaskReport:
     thresholds: Thresholds
     curves: dict[str, dict[str, Curve]] = field(default_factory=dict)  # family -> row label -> curve
     figures: dict[str, str] = field(default_factory=dict)              # format -> file name
+    design: Any = None  # an adaptive sweep's (harness.report.sequential.Design): its intervals are confidence sequences
 
 
 def median_curve(group: Group, family: str) -> Curve | None:
@@ -131,7 +133,7 @@ def _aggregate(row_values: dict[str, dict[int, float]], columns: list[str]) -> t
 
 
 def _table(title: str, groups: list[Group], values_of, bad_of, baseline: str, min_seeds: int,
-           effect: float | None, with_base: bool) -> Table:
+           effect: float | None, with_base: bool, design=None) -> Table:
     """``values_of(run)``: column -> finite value; ``bad_of(run)``: column -> the non-finite value left out."""
     columns = sorted({c for g in groups for run in g.runs for c in (*values_of(run), *bad_of(run))})
     effects = {c: effect if effect is not None else
@@ -152,11 +154,11 @@ def _table(title: str, groups: list[Group], values_of, bad_of, baseline: str, mi
             vs = vs_base = None
             if per_seed and base is not None and base is not g:
                 ref = {run.seed: values_of(run)[col] for run in base.runs if col in values_of(run)}
-                vs = compare(per_seed, ref, effects[col], min_seeds)
+                vs = compare(per_seed, ref, effects[col], min_seeds, design)
             if per_seed and base_row is not None:
                 ref_values = [values_of(run)[col] for run in base_row.runs if col in values_of(run)]
                 if ref_values:
-                    vs_base = compare(per_seed, float(np.mean(ref_values)), effects[col], min_seeds)
+                    vs_base = compare(per_seed, float(np.mean(ref_values)), effects[col], min_seeds, design)
             cells[col] = StatCell(summarize(list(per_seed.values())), vs=vs, vs_base=vs_base, left_out=left_out)
         for attr in ("vs", "vs_base"):
             decided = decide({c: getattr(cell, attr) for c, cell in cells.items() if getattr(cell, attr)}, min_seeds)
@@ -208,12 +210,12 @@ def _thresholds(groups: list[Group], rows: list[Row], curves: dict[str, dict[str
 
 
 def task_report(task: str, groups: list[Group], baseline: str = "gdpo", threshold: float | None = None,
-                min_seeds: int = 3, effect: float | None = None) -> TaskReport:
+                min_seeds: int = 3, effect: float | None = None, design=None) -> TaskReport:
     evals = _table("End-of-run benchmarks", groups, lambda run: run.evals, lambda run: run.bad_evals, baseline,
-                   min_seeds, effect, True)
+                   min_seeds, effect, True, design)
     groups = [g for g in groups if not g.is_base]  # the base model has no training rewards
     finals = _table("Final training rewards (mean of the last tenth of the steps)", groups,
-                    lambda run: run.finals, lambda run: run.bad_finals, baseline, min_seeds, effect, False)
+                    lambda run: run.finals, lambda run: run.bad_finals, baseline, min_seeds, effect, False, design)
     families = sorted({f for g in groups for run in g.runs for f in run.curves}, key=lambda f: (f != ALL, f))
     curves: dict[str, dict[str, Curve]] = {}
     for fam in families:
@@ -221,4 +223,5 @@ def task_report(task: str, groups: list[Group], baseline: str = "gdpo", threshol
         if per_row:
             curves[fam] = per_row
     tables = [t for t in (evals, finals) if t.columns]
-    return TaskReport(task, baseline, tables, _thresholds(groups, finals.rows, curves, baseline, threshold), curves)
+    return TaskReport(task, baseline, tables, _thresholds(groups, finals.rows, curves, baseline, threshold), curves,
+                      design=design)

@@ -28,6 +28,8 @@ class Facts:
     ruled_out: list[str] = field(default_factory=list)   # "mrtpo − gdpo on X rules out gains above ..."
     gains: dict[str, list[tuple[str, Comparison]]] = field(default_factory=dict)  # column -> [(row, gain)]
     noisy: list[str] = field(default_factory=list)       # "mrtpo − gdpo on X (smallest effect detectable ...)"
+    resolution: list[str] = field(default_factory=list)  # "mrtpo − gdpo on X (4 seeds): beyond ±0.027"
+    intervals: str = "95% paired t intervals over a fixed number of seeds"  # or the adaptive sweep's method
     compared: int = 0                                    # comparisons with the baseline that had a test
     undecidable: list[tuple[int, float]] = field(default_factory=list)  # (seeds, smallest exact p) of those
 
@@ -68,9 +70,13 @@ def _sort(facts: Facts, table: Table, headline: bool) -> None:
                     facts.differs.append(f"{what}: {c.word}, {_interval(c)}")
                 elif headline and _rules_out(c):
                     facts.ruled_out.append(f"{what}, {_interval(c)}, {_rules_out(c)}")
+                if headline and math.isfinite(c.lo) and math.isfinite(c.hi):
+                    facts.resolution.append(f"{what} ({c.n} seeds): ±{max(abs(c.lo), abs(c.hi)):.3f}")
                 if c.word is None and not _resolved(c) and c.seeds_needed is not None and c.seeds_needed > c.n:
                     detectable = f"±{c.detectable:.3f}" if c.detectable is not None else "not estimated"
-                    facts.noisy.append(f"{what} (smallest effect detectable with {c.n} seeds: {detectable})")
+                    facts.noisy.append(f"{what} (about {c.seeds_needed} seeds expected to resolve ±{c.effect:g})"
+                                       if c.method == "cs" else
+                                       f"{what} (smallest effect detectable with {c.n} seeds: {detectable})")
             g = cell.vs_base
             if g is not None and g.n > 0:
                 facts.gains.setdefault(col, []).append((row.label, g))
@@ -78,6 +84,8 @@ def _sort(facts: Facts, table: Table, headline: bool) -> None:
 
 def verdict_facts(report: TaskReport) -> Facts:
     facts = Facts(report.task, report.baseline)
+    if report.design is not None:
+        facts.intervals = report.design.statement
     for i, table in enumerate(report.tables):
         _sort(facts, table, headline=i == 0 and "benchmark" in table.title.lower())
     return facts
@@ -121,6 +129,8 @@ def points(f: Facts) -> list[str]:
         out.append(f"Gain over the base model (95% intervals over seeds): {'; '.join(per_column)}.")
     if f.ruled_out:
         out.append(f"Ruled out (95% intervals, end-of-run benchmarks): {_list(f.ruled_out)}.")
+    if f.resolution:
+        out.append(f"Smallest effect ruled out in both directions ({f.intervals}): {_list(f.resolution)}.")
     if f.noisy:
         out.append(f"Too noisy to resolve at these seeds: {_list(f.noisy, 4)}.")
     return out

@@ -26,11 +26,18 @@ from typing import Any
 
 from harness.records import atomic_write_json, read_json
 from harness.report.collect import eval_numbers
-from harness.report.sequential import ALPHA, METHOD, MIN_SEEDS, confidence_sequence, prior_scale, resolution
+from harness.report.sequential import (
+    ALPHA,
+    METHOD,
+    MIN_SEEDS,
+    STATE_FILE,
+    confidence_sequence,
+    prior_scale,
+    resolution,
+)
 from harness.sweep.grid import Cell, GridError, GridSpec
 from harness.sweep.status import FINISHED, cell_state
 
-STATE_FILE = "adaptive.json"
 RESOLVED, MAX_SEEDS = "resolved", "max seeds"
 
 
