@@ -104,3 +104,17 @@ def test_report_prints_the_verdict_on_the_terminal(report, capsys):
     assert printed.startswith("Verdict:\n  ifollow: training gains")
     assert " ".join(printed.split("wrote:")[0].split()[1:]).startswith(data["verdict"][0].split(" Gain over")[0])
     assert str(out / "report.html") in printed.split("wrote:")[1]
+
+
+def test_a_difference_that_reaches_a_verdict_is_marked_in_its_one_number():
+    from harness.report.render import compare_cell, compare_text
+    from harness.report.stats import compare, decide
+
+    ours = {s: 0.70 + 0.001 * s for s in range(6)}
+    theirs = {s: 0.60 + 0.002 * s for s in range(6)}
+    (higher,) = decide({"acc": compare(ours, theirs, 0.01)}).values()
+    (lower,) = decide({"acc": compare(theirs, ours, 0.01)}).values()
+    assert (higher.word, lower.word) == ("higher", "lower")  # 6 seeds: the exact test's p = 1/32
+    assert compare_cell(higher) == "+0.097 ▲" and compare_cell(lower) == "-0.097 ▼"
+    assert compare_text(higher).startswith("+0.097 [") and "higher (exact p=0.0312" in compare_text(higher)
+    assert "smallest effect detectable with these 6 seeds: ±" in compare_text(higher)
