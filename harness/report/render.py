@@ -69,7 +69,8 @@ def compare_text(c: Comparison | None) -> str:
 
 #: after a difference that reaches a verdict (the exact test, Holm-corrected)
 MARK = {"higher": " ▲", "lower": " ▼"}
-DIFF_CELL_NOTE = ("One number per cell: the mean paired difference (▲ / ▼: higher / lower by the exact test, "
+DIFF_CELL_NOTE = ("One number per cell: the mean difference, over paired seeds (from the base model's value in "
+                  "a gain table; ▲ / ▼: higher / lower by the exact test, "
                   "Holm-corrected; no mark: no verdict). Its 95% interval, what the interval rules out, the "
                   "verdict and the smallest effect these seeds can detect are in the notes under the table "
                   "(and in a cell's tooltip on the page).")
