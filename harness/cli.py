@@ -8,7 +8,8 @@
     mrbench eval NAME (--predictions FILE [--format F] | --model M) --out DIR [--data-dir DIR] [--categories C ...]
     mrbench eval NAME NAME ... --model M --out DIR   (several benchmarks, with cross-benchmark averages)
     mrbench leaderboard [--root results] [--out FILE.md]
-    mrbench sweep GRID.yaml [--executor inline|local|ray] [--jobs N] [--address A] [--root DIR] [--dry-run | --status]
+    mrbench sweep GRID.yaml [--executor inline|local|ray] [--jobs N] [--address A] [--root DIR] [--reuse-from DIR]
+                 [--dry-run | --status]
                  [--until-resolved [--baseline ALGO] [--metric BENCH/KEY] [--effect E] [--max-seeds N] [--round-size K]]
     mrbench report --root DIR --out DIR [--baseline gdpo] [--threshold X] [--min-seeds 3]
     mrbench credit RECORD [--step N] --out PAGE.html       per-token credit page (or --model M --task T --data F)
@@ -166,7 +167,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                   retries=args.retries, only=args.only, dry_run=args.dry_run, status=args.status,
                                   loggers=args.loggers, root=args.root, until_resolved=args.until_resolved,
                                   baseline=args.baseline, metrics=args.metric, effect=args.effect,
-                                  max_seeds=args.max_seeds, round_size=args.round_size))
+                                  max_seeds=args.max_seeds, round_size=args.round_size, reuse_from=args.reuse_from))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -319,6 +320,8 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
                     "whose committed records are finished: results/sweeps/NAME-rerun)")
     sw.add_argument("--only", nargs="+", metavar="GLOB", help="only the cells whose record path below the "
                     "root matches, e.g. 'ifollow/mrtpo/*'")
+    sw.add_argument("--reuse-from", metavar="DIR", help="copy the finished records under DIR whose configuration "
+                    "is the cell's (their place aside) into cells not run yet, e.g. an earlier reference's seeds")
     ad = sw.add_argument_group("adaptive seeds (docs/adaptive-sweeps.md)")
     ad.add_argument("--until-resolved", action="store_true", help="run the grid's seeds as a first round, then "
                     "--round-size more per arm at a time until each arm's comparison with --baseline is resolved "

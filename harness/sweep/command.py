@@ -38,6 +38,7 @@ class SweepOptions:
     max_seeds: int = 12
     round_size: int = 2
     executor_object: Any = None  # an executor to use instead of --executor's (tests)
+    reuse_from: str | None = None  # take finished records of the same configurations from this root
 
 
 def make_executor(opts: SweepOptions) -> Any:
@@ -185,12 +186,23 @@ def cmd_sweep(opts: SweepOptions) -> int:
         except LoggerError as exc:
             print(f"mrbench sweep: {exc}", file=sys.stderr)
             return 2
+    _reuse(opts, cells)
     if opts.dry_run:
         for cell in cells:
             print(f"{cell_state(cell).state:<11}  {cell.record_dir}")
         print(f"{len(cells)} cells under {spec.root}", file=sys.stderr)
         return 0
     return run_cells(spec, cells, opts)
+
+
+def _reuse(opts: SweepOptions, cells: list[Cell]) -> None:
+    """``--reuse-from``: copy the finished records of the same configurations (a dry run only says which)."""
+    if not opts.reuse_from:
+        return
+    from harness.sweep.reuse import reuse_note, reuse_records
+
+    copied, refused = reuse_records(opts.reuse_from, cells, dry_run=opts.dry_run)
+    print(reuse_note(opts.reuse_from, copied, refused, opts.dry_run))
 
 
 def cmd_adaptive(spec: GridSpec, opts: SweepOptions) -> int:
@@ -209,6 +221,7 @@ def cmd_adaptive(spec: GridSpec, opts: SweepOptions) -> int:
         print(adaptive_status(spec, cells, settings, first))
         return 0
     check_cells(spec, cells)
+    _reuse(opts, cells)
     if opts.dry_run:
         for cell in cells:
             print(f"{cell_state(cell).state:<11}  {cell.record_dir}")
