@@ -27,16 +27,15 @@ class ModelArgError(ValueError):
 def model_from_record(model: str) -> str:
     """``--model`` as given, or, when it names a run record directory, that record's saved model
     (``<record>/model/``, written by ``output.save_model``)."""
-    from harness.backends.export import record_model_dir
+    from harness.backends.export import record_model_dir, record_model_problem
 
     path = Path(model)
     if not (path / "provenance.json").is_file():
         return model
-    found = record_model_dir(path)
-    if found is None:
-        raise ModelArgError(f"--model {model}: this run record has no model/ (it ran with output.save_model "
-                            f"false, or has not finished)")
-    return str(found)
+    problem = record_model_problem(path)
+    if problem is not None:
+        raise ModelArgError(f"--model {model}: {problem}")
+    return str(record_model_dir(path))
 
 
 @dataclass

@@ -10,6 +10,7 @@ from typing import Any
 
 from evals.runner import benchmark_results
 from harness import disk_full
+from harness.backends.export import remove_stale_exports
 from harness.config import RunConfig
 from harness.loggers import open_loggers
 from harness.preflight import PreflightError, preflight
@@ -127,6 +128,7 @@ def run(cfg: RunConfig) -> int:
         print(f"mrbench run: {exc}", file=sys.stderr)
         return 2
     try:
+        remove_stale_exports(rec.path)  # .model.tmp-*/ of a killed export (the lock keeps writers out)
         if rec.finished:
             print(f"{rec.path}: this run already finished; not rerunning (remove the directory to start over)")
             print_summary(rec, rec.provenance().get("summary", {}), finished_eval(rec))

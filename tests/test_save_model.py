@@ -14,11 +14,11 @@ from toy_task import tiny_config, train_run
 from harness import cli
 from harness.backends import checkpoint
 from harness.backends.export import file_hashes, record_model_dir
-from harness.models import chat_prompt_ids, load_model
+from harness.models import cast_weights, chat_prompt_ids, load_model
 
 
 def _train(cfg):
-    return train_run(cfg)[:2]
+    return train_run(cfg, finish=True)[:2]
 
 
 def _logits(model, ids):
@@ -88,7 +88,8 @@ def test_sweeps_save_no_model_unless_the_grid_sets_it(tmp_path):
 
 def test_cli_run_then_eval_the_records_model_and_lm_eval_loads_it(tmp_path, capsys):
     """The issue's acceptance: ``mrbench run --model tiny-random --schedule.steps 1`` writes
-    ``<record>/model/`` with the final policy's logits (the kept checkpoint holds them), and
+    ``<record>/model/`` with the final policy's weights (the kept checkpoint holds them) in the dtype
+    the run decoded with (``export.json`` says which: bf16 on a host that computes it natively), and
     ``mrbench eval ifollow-heldout --model <record>`` runs on it."""
     from transformers import AutoModelForCausalLM
 
@@ -99,6 +100,8 @@ def test_cli_run_then_eval_the_records_model_and_lm_eval_loads_it(tmp_path, caps
     record = tmp_path / "ifollow" / "mrtpo" / "tiny-random" / "seed0"
     final = load_model("tiny-random", dtype="float32").model
     checkpoint.load_trainable_state(final, checkpoint.load(record / "checkpoint")["model"])
+    dtype = getattr(torch, json.loads((record / "model" / "export.json").read_text())["dtype"])
+    final = cast_weights(cast_weights(final, dtype), torch.float32)  # the saved weights, read in float32
     loaded = AutoModelForCausalLM.from_pretrained(record / "model", dtype=torch.float32).eval()
     ids = list(range(40, 60))
     assert torch.equal(_logits(loaded, ids), _logits(final.eval(), ids))
@@ -131,7 +134,7 @@ def test_copy_model_takes_another_trainers_directory(tmp_path):
     final = tmp_path / "checkpoint" / "openrlhf" / "final_hf"
     loaded.model.save_pretrained(final)
     loaded.tokenizer.save_pretrained(final)
-    (tmp_path / "provenance.json").write_text("{}")
+    (tmp_path / "provenance.json").write_text('{"status": "finished"}')
     saved = copy_model(final, tmp_path)
     assert saved["kind"] == "full" and saved["files"] == file_hashes(tmp_path / "model")
     ids = list(range(30, 45))

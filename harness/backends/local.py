@@ -372,10 +372,20 @@ class LocalBackend(Backend):
                 self._vllm = None
         self.rollout_model.eval()
         if cfg.output.save_model:  # the trained policy to take away: <record>/model/
-            record.update_provenance(model=save_model(self.policy, self.tokenizer, record.path, eos=list(self.eos),
+            record.update_provenance(model=save_model(self._export_source(), self.tokenizer, record.path,
+                                                      eos=list(self.eos),
                                                       merged=cfg.output.save_merged))
         return {**run_summary(record.metrics(), time.time() - t_run), **self._guard.summary(),
                 **watch.summary(), "rollout": self.rollout_info(), "update": self.update_info()}
+
+    def _export_source(self) -> Any:
+        """What model/ holds: the weights the run decoded with (its rollout copy, synced after the
+        last update; bf16 where it sampled in bf16: half the bytes of the float32 master weights,
+        and loaded as it is it decodes as the end-of-run evaluation does); a LoRA policy's adapter."""
+        if hasattr(self.policy, "peft_config") or self.rollout_model is self.policy:
+            return self.policy
+        self._sync_rollout()
+        return self.rollout_model
 
     def _save(self, record: Any, step: int) -> None:
         checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=self.update.optimizer,
