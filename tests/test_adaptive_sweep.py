@@ -121,6 +121,8 @@ def test_an_uninterrupted_adaptive_sweep_stops_each_arm_for_its_reason(tmp_path,
     assert "stopped unresolved at --max-seeds 10" in lines["ifollow/mrtpo-oracle/tiny-random"]
     assert "(baseline)" in lines["ifollow/gdpo/tiny-random"]
     assert "anytime-valid" in out
+    assert cmd_sweep(SweepOptions(grid=str(grid), status=True)) == 0  # the plain status points to the arms' view
+    assert "add --until-resolved" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("kill_after", [3, 21])

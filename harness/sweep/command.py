@@ -11,8 +11,10 @@ import fnmatch
 import signal
 import sys
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from harness.report.sequential import STATE_FILE
 from harness.sweep.grid import Cell, GridError, GridSpec, check_cells, expand, load_grid
 from harness.sweep.status import FINISHED, RUNNING, SweepLog, cell_state, status_table
 
@@ -176,6 +178,9 @@ def cmd_sweep(opts: SweepOptions) -> int:
         table, counts = status_table(cells)
         print(table)
         print(_count_line(counts, len(cells)))
+        if (Path(spec.root) / STATE_FILE).exists():
+            print(f"{spec.root} is an adaptive sweep's root: add --until-resolved and its settings to --status for "
+                  f"each arm's seeds, interval and resolution")
         return 0
     check_cells(spec, cells)
     if opts.loggers:
