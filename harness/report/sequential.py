@@ -154,8 +154,9 @@ class Design:
 
     @property
     def statement(self) -> str:
+        looks = "once, after its one round" if self.looks == 1 else f"after each of its {self.looks} rounds"
         return (f"95% {METHOD}, prior scale {self.phi:.3g} (fixed by --max-seeds {self.max_seeds}); the sweep looked "
-                f"after each of its {self.looks} rounds")
+                f"{looks}")
 
 
 def read_design(root: str | Path) -> Design | None:
