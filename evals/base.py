@@ -19,7 +19,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from mrbench_core.time_budget import TimeBudgetExceeded, time_limit
+from tasks.base import DEFAULT_VERIFIER_TIMEOUT_S as VERIFIER_TIMEOUT_S  # training's and mrbench score's
+from tasks.base import TIMEOUT_REASON
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -53,6 +60,18 @@ class Evaluator(ABC):
     max_new_tokens: int = 1024
     #: formats a ``--predictions`` file may be in (names from :data:`evals.prediction_formats.FORMATS`)
     prediction_formats: tuple[str, ...] = ("jsonl",)
+    #: each response's verifiers get this many seconds (None: no limit); past it the response fails
+    #: every check with the reason ``timeout`` (:meth:`within_budget`)
+    verifier_timeout_s: float | None = VERIFIER_TIMEOUT_S
+
+    def within_budget(self, work: Callable[[], T], timed_out: Callable[[], T]) -> tuple[T, bool]:
+        """``(work(), False)`` when it finishes within :attr:`verifier_timeout_s`, else
+        ``(timed_out(), True)``: one response's checks, bounded as training and ``mrbench score`` bound them."""
+        try:
+            with time_limit(self.verifier_timeout_s):
+                return work(), False
+        except TimeBudgetExceeded:
+            return timed_out(), True
 
     def read_responses_as(self, prediction_format: str) -> None:
         """Told the predictions' format before ``score``. An evaluator whose official files hold the

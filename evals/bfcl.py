@@ -44,7 +44,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from evals.base import EvalCase, EvalReport, Evaluator
+from evals.base import TIMEOUT_REASON, EvalCase, EvalReport, Evaluator
 from evals.registry import EVALUATORS
 from tasks.base import DataError
 from tasks.toolcall.bfcl_checker import check, language_of
@@ -262,6 +262,10 @@ class BFCLv4Evaluator(Evaluator):
         return out
 
     def score(self, cases: Sequence[EvalCase], responses: dict[str, str]) -> EvalReport:
-        rows = [score_case(case, responses.get(case.id), self.syntax) for case in cases]
+        rows = [self.within_budget(lambda c=case: score_case(c, responses.get(c.id), self.syntax),
+                                   lambda c=case: {"id": c.id, "category": c.category, "valid": False,
+                                                   "error_type": TIMEOUT_REASON, "format_ok": False,
+                                                   "error": f"the checks ran past {self.verifier_timeout_s:g} s"})[0]
+                for case in cases]
         summary = summarize(rows)
         return EvalReport(rows=rows, summary=summary, table=markdown_table(summary))

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.base import EvalCase, EvalReport, Evaluator
+from evals.base import TIMEOUT_REASON, EvalCase, EvalReport, Evaluator
 from evals.ifollow_judge import AdvancedIFEvaluator, Judge, register_judge
 from evals.registry import EVALUATORS
 from mrbench_core.errors import response_text
@@ -64,6 +64,13 @@ def _table(title: str, lines: list[tuple[str, Any]]) -> str:
     return "\n".join(out)
 
 
+class _TimedOut:
+    """The result of a check that ran past the verifier budget: failed, reason ``timeout``."""
+
+    ok = False
+    reason = TIMEOUT_REASON
+
+
 class _InstructionListEvaluator(Evaluator):
     """Shared by IFEval and IFBench: rows in the official ``instruction_id_list``/``kwargs`` form."""
 
@@ -96,15 +103,23 @@ class _InstructionListEvaluator(Evaluator):
         rows = []
         by_id: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # id -> [n, strict, loose]
         n_inst = strict_inst = loose_inst = strict_prompt = loose_prompt = 0
+        timeouts = 0
         for case in cases:
             response = responses.get(case.id)
             text = response_text(response)
-            strict, loose = [], []
-            for cid, kw in case.meta["constraints"]:
-                s = check(cid, text, kw, prompt=case.meta.get("prompt")).ok
-                lo = s or check(cid, text, kw, loose=True, prompt=case.meta.get("prompt")).ok
-                strict.append(s)
-                loose.append(lo)
+
+            def judge(case: EvalCase = case, text: str = text) -> tuple[list[bool], list[bool]]:
+                strict, loose = [], []
+                for cid, kw in case.meta["constraints"]:
+                    s = check(cid, text, kw, prompt=case.meta.get("prompt")).ok
+                    strict.append(s)
+                    loose.append(s or check(cid, text, kw, loose=True, prompt=case.meta.get("prompt")).ok)
+                return strict, loose
+
+            n_c = len(case.meta["constraints"])
+            (strict, loose), timed_out = self.within_budget(judge, lambda n_c=n_c: ([False] * n_c, [False] * n_c))
+            timeouts += timed_out
+            for (cid, _), s, lo in zip(case.meta["constraints"], strict, loose):
                 stats = by_id[cid]
                 stats[0] += 1
                 stats[1] += s
@@ -117,9 +132,11 @@ class _InstructionListEvaluator(Evaluator):
             rows.append({"id": case.id, "category": case.category,
                          "instruction_id_list": [c for c, _ in case.meta["constraints"]],
                          "strict": strict, "loose": loose, "follow_all_strict": all(strict),
-                         "follow_all_loose": all(loose), "missing": response is None})
+                         "follow_all_loose": all(loose), "missing": response is None,
+                         **({"reason": TIMEOUT_REASON} if timed_out else {})})
         n = len(cases)
         summary: dict[str, Any] = {
+            "verifier_timeouts": timeouts,
             "prompt_level_strict_acc": _rate(strict_prompt, n),
             "inst_level_strict_acc": _rate(strict_inst, n_inst),
             "prompt_level_loose_acc": _rate(loose_prompt, n),
@@ -203,10 +220,14 @@ class MulDimIFEvaluator(Evaluator):
         rows = []
         groups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         n_con = ok_con = ok_rows = 0
+        timeouts = 0
         for case in cases:
             response = responses.get(case.id)
             text = response_text(response)
-            results = [check(cid, text, kw) for cid, kw in case.meta["constraints"]]
+            results, timed_out = self.within_budget(
+                lambda case=case, text=text: [check(cid, text, kw) for cid, kw in case.meta["constraints"]],
+                lambda case=case: [_TimedOut() for _ in case.meta["constraints"]])
+            timeouts += timed_out
             flags = [r.ok for r in results]
             correct = all(flags)
             ok_rows += correct
@@ -219,6 +240,7 @@ class MulDimIFEvaluator(Evaluator):
                          "constraint_ids": [c for c, _ in case.meta["constraints"]], "results": flags,
                          "reasons": [r.reason for r in results], "correct": correct, "missing": response is None})
         summary: dict[str, Any] = {
+            "verifier_timeouts": timeouts,
             "accuracy": _rate(ok_rows, len(cases)),
             "constraint_accuracy": _rate(ok_con, n_con),
             "n_prompts": len(cases),

@@ -84,13 +84,15 @@ def check_budget(planned: Sequence[tuple[str, Evaluator, list[EvalCase]]], gener
 
 
 def benchmark_results(benchmarks: Mapping[str, str | None], generate: Generate, *, limit: int | None = None,
-                      max_new_tokens: int | None = None) -> dict[str, Any]:
+                      max_new_tokens: int | None = None, verifier_timeout_s: float | None = None) -> dict[str, Any]:
     """Evaluate one policy on several benchmarks (name -> data directory; the end of
     ``mrbench run``): per benchmark ``{summary, table, cases, skipped}``, or ``{error}`` when its
     data cannot be loaded, plus the cross-benchmark averages of :func:`suite_averages`."""
     results: dict[str, Any] = {}
     for name, data_dir in benchmarks.items():
         evaluator = make_evaluator(name)
+        if verifier_timeout_s is not None:  # the run's task.verifier_timeout_s
+            evaluator.verifier_timeout_s = verifier_timeout_s
         try:
             cases = evaluator.cases(data_dir=data_dir)
         except (FileNotFoundError, ValueError) as exc:

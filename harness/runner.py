@@ -93,7 +93,8 @@ def end_of_run_eval(plan: Any, generate: Any, cfg: RunConfig) -> dict[str, Any]:
     from evals.generate_cases import decoding_info
 
     s = cfg.schedule
-    results = benchmark_results(plan.benchmarks, generate, limit=s.eval_limit, max_new_tokens=s.eval_max_new_tokens)
+    results = benchmark_results(plan.benchmarks, generate, limit=s.eval_limit, max_new_tokens=s.eval_max_new_tokens,
+                                verifier_timeout_s=cfg.task.verifier_timeout_s)
     return {"benchmarks": results, "eval_limit": s.eval_limit, "eval_max_new_tokens": s.eval_max_new_tokens,
             "decoding": decoding_info(generate)}
 
