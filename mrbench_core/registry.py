@@ -104,6 +104,7 @@ class Registry:
         self.base = base
         self._entries: dict[str, Entry] = {}
         self._plugins_loaded = entry_point_group is None
+        self._plugin_error: RegistryError | None = None
 
     # -- registration -------------------------------------------------------------------
     def lazy(self, name: str, spec: str) -> None:
@@ -171,13 +172,20 @@ class Registry:
 
     # -- plugins --------------------------------------------------------------------------
     def _load_plugins(self) -> None:
+        """Add the entry points' rows once. A plugin that takes a name already registered is an
+        error on this and every later lookup (every command says the same, none goes on with the
+        built-in in silence, and a caller that catches the first one cannot hide it from the next)."""
         if self._plugins_loaded:
+            if self._plugin_error is not None:
+                raise self._plugin_error
             return
         self._plugins_loaded = True
         for ep in metadata.entry_points(group=self.entry_point_group):
             if ep.name in self._entries:
-                raise RegistryError(f"plugin entry point {ep.value!r} in group {self.entry_point_group!r} "
-                                    f"registers {self.kind} {ep.name!r}, which is already registered")
+                self._plugin_error = RegistryError(
+                    f"plugin entry point {ep.value!r} in group {self.entry_point_group!r} registers {self.kind} "
+                    f"{ep.name!r}, which is already registered; uninstall that plugin or rename its entry point")
+                raise self._plugin_error
             self._entries[ep.name] = Entry(ep.name, ep.value)
 
     # -- lookup ----------------------------------------------------------------------------
