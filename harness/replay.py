@@ -130,11 +130,16 @@ def _returned_cache(output: Any) -> Any:
 
 def cache_copy(cache: Any) -> Any:
     """A copy of a KV cache that later batch operations (``reorder_cache``, ``batch_repeat_interleave``)
-    and forward passes may change while ``cache`` stays as it is. transformers' cache layers rebind
-    their key and value tensors rather than write into them (``torch.cat``, ``index_select``), so
-    copying the cache and layer objects is enough; a cache without ``layers`` is copied deeply."""
+    and forward passes may change while ``cache`` stays as it is. transformers' ``DynamicLayer``
+    rebinds its key and value tensors rather than writing into them (``torch.cat``,
+    ``index_select``), so copying the cache and layer objects is enough; any other cache (sliding
+    windows, linear-attention states, static or quantised layers) is copied deeply."""
+    try:
+        from transformers.cache_utils import DynamicLayer
+    except ImportError:  # a release without cache layers
+        return copy.deepcopy(cache)
     layers = getattr(cache, "layers", None)
-    if not isinstance(layers, list):
+    if not isinstance(layers, list) or any(type(layer) is not DynamicLayer for layer in layers):
         return copy.deepcopy(cache)
     out = copy.copy(cache)
     out.layers = [copy.copy(layer) for layer in layers]

@@ -322,6 +322,7 @@ def test_cache_copy_leaves_the_original_cache_unchanged(tiny):
         cache = decoder(input_ids=torch.tensor([[1, 2, 3, 4]]), use_cache=True).past_key_values
         before = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
         other = cache_copy(cache)
+        assert other.layers[0] is not cache.layers[0] and other.layers[0].keys is cache.layers[0].keys  # no copy
         other.batch_repeat_interleave(2)
         decoder(input_ids=torch.tensor([[5], [6]]), use_cache=True, **{_cache_kwarg(decoder): other})
     assert other.get_seq_length() == 5 and cache.get_seq_length() == 4
