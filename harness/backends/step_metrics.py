@@ -42,6 +42,7 @@ class UpdateStats:
     grad_norm: float = 0.0
     ratio_max: float = 1.0
     extra_loss: float = 0.0
+    skipped: bool = False  # no term of the loss had a gradient: no backward pass, no optimiser step
 
 
 def step_row(n: int, rollouts: Sequence[Any], rewards: torch.Tensor, mask: torch.Tensor, adv: torch.Tensor,
@@ -75,7 +76,7 @@ def step_row(n: int, rollouts: Sequence[Any], rewards: torch.Tensor, mask: torch
     row["adv_nonzero_tokens"] = int((adv[mask] != 0).sum())
     row.update(loss=upd.loss, kl=upd.kl / tokens, clip_fraction=upd.clipped / tokens,
                entropy=upd.entropy / tokens if with_entropy else None,
-               grad_norm=upd.grad_norm, ratio_max=upd.ratio_max)
+               grad_norm=upd.grad_norm, ratio_max=upd.ratio_max, update_skipped=int(upd.skipped))
     if upd.extra_loss:
         row["opsd_loss"] = upd.extra_loss
     for key, value in algo_metrics.items():

@@ -6,7 +6,9 @@ the pad id and the device.
 One call (:meth:`PolicyUpdate.__call__`) is one step's update: the clipped surrogate of Eq. 3 over
 ``mini_batches`` optimiser updates, each accumulating micro-batches of ``micro_batch_size``
 sequences, with the optional k3 KL against the reference policy, the entropy bonus, and an
-algorithm's own loss term (OPSD's distillation on the teacher replay's hidden states).
+algorithm's own loss term (OPSD's distillation on the teacher replay's hidden states). A step
+whose loss has no gradient (every advantage 0, no other term on) skips its backward passes and
+its optimiser steps, so a step without signal costs what its sampling costs.
 
 With one mini-batch the old log-probabilities are the detached current ones (rho = 1 exactly);
 with several they come from one no-grad pass of the policy before the first update. Every
@@ -68,6 +70,10 @@ class PolicyUpdate:
         teacher replay's hidden states per response, for an algorithm with its own loss."""
         o, opt = self.optim, self.optimizer
         B = len(rollouts)
+        if self.without_gradient(adv, algo, teacher_hidden):
+            # no group has signal and no other term has a gradient: the loss is 0 with a 0 gradient,
+            # and AdamW would still move the weights (momentum, weight decay), so nothing is stepped
+            return UpdateStats(tokens=sum(len(r.response_ids) for r in rollouts), skipped=True)
         order = list(range(B))
         # contiguous slices: responses are grouped by prompt, so each mini-batch holds whole prompts
         # when prompts_per_step is a multiple of mini_batches (the recipes' PPO mini-batches of prompts)
@@ -92,6 +98,14 @@ class PolicyUpdate:
         return tot
 
     # -- its pieces ------------------------------------------------------------------------------------
+    def without_gradient(self, adv: torch.Tensor, algo: Any, teacher_hidden: list[torch.Tensor] | None) -> bool:
+        """Whether the step's loss has no gradient at all: every token advantage is 0 (no reward
+        varies within any group), and no KL, entropy or algorithm loss term is on. Then the backward
+        passes are skipped and the optimiser does not step (``update_skipped`` in the metrics row)."""
+        obj = self.objective
+        own_loss = bool(getattr(algo, "has_loss", False)) and teacher_hidden is not None
+        return not (obj.needs_reference or obj.needs_entropy or own_loss) and not bool(torch.any(adv != 0))
+
     def autocast(self) -> Any:
         """bf16 mixed precision when the compute dtype is bf16 (autocast: matrix products in bf16,
         the weights, their gradients and the optimiser state stay float32); else nothing."""
