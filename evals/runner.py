@@ -84,10 +84,15 @@ def check_budget(planned: Sequence[tuple[str, Evaluator, list[EvalCase]]], gener
 
 
 def benchmark_results(benchmarks: Mapping[str, str | None], generate: Generate, *, limit: int | None = None,
-                      max_new_tokens: int | None = None, verifier_timeout_s: float | None = None) -> dict[str, Any]:
+                      max_new_tokens: int | None = None, verifier_timeout_s: float | None = None,
+                      max_minutes: float | None = None, say: Callable[[str], None] | None = print) -> dict[str, Any]:
     """Evaluate one policy on several benchmarks (name -> data directory; the end of
-    ``mrbench run``): per benchmark ``{summary, table, cases, skipped}``, or ``{error}`` when its
-    data cannot be loaded, plus the cross-benchmark averages of :func:`suite_averages`."""
+    ``mrbench run``): per benchmark ``{summary, table, cases, skipped}`` (and ``capped``: the
+    warnings of :func:`evals.eval_budget.fit_cases`, which fits each benchmark to this machine's
+    memory and ``max_minutes`` before it starts), or ``{error}`` when its data cannot be loaded or
+    no case fits, plus the cross-benchmark averages of :func:`suite_averages`."""
+    from evals.eval_budget import fit_cases
+
     results: dict[str, Any] = {}
     for name, data_dir in benchmarks.items():
         evaluator = make_evaluator(name)
@@ -99,10 +104,18 @@ def benchmark_results(benchmarks: Mapping[str, str | None], generate: Generate, 
             results[name] = {"error": str(exc)}
             continue
         cases = cases[:limit] if limit is not None else cases
-        responses = generate_for_cases(generate, cases, max_new_tokens or evaluator.max_new_tokens, desc=name)
+        tokens = max_new_tokens or evaluator.max_new_tokens
+        cases, capped = fit_cases(name, generate, cases, tokens, max_minutes)
+        for warning in capped:
+            if say is not None:
+                say(f"mrbench: warning: {warning}")
+        if not cases:
+            results[name] = {"error": "; ".join(capped) or "no case to evaluate", "capped": capped}
+            continue
+        responses = generate_for_cases(generate, cases, tokens, desc=name)
         report = evaluator.score(cases, responses)
         results[name] = {"summary": report.summary, "table": report.table, "cases": len(cases),
-                         "skipped": len(report.skipped)}
+                         "skipped": len(report.skipped), **({"capped": capped} if capped else {})}
     averages = suite_averages({n: r["summary"] for n, r in results.items() if "summary" in r})
     for key, value in averages.items():
         results[key] = {"summary": value, "table": f"{key}: {value}", "cases": 0, "skipped": 0}

@@ -227,6 +227,9 @@ class ScheduleConfig:
     eval_limit: int | None = setting(8, help="cases per benchmark for the end-of-run evaluation (null: all)", ge=1)
     eval_max_new_tokens: int | None = setting(128, help="longest evaluation response (null: each benchmark's own)",
                                               ge=1)
+    eval_max_minutes: float | None = setting(60.0, help="end-of-run evaluation: each benchmark is costed on this "
+                                             "machine first (memory and time) and capped to fit this many minutes, "
+                                             "with a warning (null: no time cap)", gt=0)
     eval_data_dir: str | None = setting(None, help="dataset root of the end-of-run benchmarks (null: each "
                                                    "benchmark's default, or the task's data for its own)")
     log_samples: int = setting(4, help="responses per step written to samples.jsonl", ge=0)

@@ -277,6 +277,27 @@ def cast_weights(model: Any, dtype: torch.dtype) -> Any:
     return model
 
 
+def generation_bytes(config: Any, length: int, batch: int, dtype: torch.dtype = torch.float32,
+                     scores: bool = True) -> int:
+    """Peak memory, roughly, of generating for ``batch`` sequences of ``length`` tokens (prompt plus
+    new tokens) with a decoder of this transformers ``config``: one layer's attention scores and
+    probabilities over the prefill in float32 (``batch x heads x length^2``, what the rollout's
+    matmul attention materialises), the key/value cache of every layer, and the hidden states.
+    Weights are not counted: they are already loaded. ``scores=False``: a fused attention kernel that
+    never holds the scores (sdpa or flash attention on a GPU)."""
+    text = getattr(config, "text_config", None) or config
+    heads = int(getattr(text, "num_attention_heads", 1) or 1)
+    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
+    hidden = int(getattr(text, "hidden_size", 0) or 0)
+    head_dim = int(getattr(text, "head_dim", None) or (hidden // heads if hidden else 0))
+    layers = int(getattr(text, "num_hidden_layers", 1) or 1)
+    element = torch.tensor([], dtype=dtype).element_size()
+    attention = 2 * 4 * batch * heads * length * length if scores else 0
+    cache = 2 * layers * batch * kv_heads * length * head_dim * element
+    states = 4 * batch * length * max(hidden, 1) * 4
+    return attention + cache + states
+
+
 def load_model(name: str, dtype: str | torch.dtype = "float32", device: str | torch.device = "cpu",
                cache_dir: str | None = None) -> LoadedModel:
     """Load ``name`` (see module docstring) in ``dtype`` on ``device``, in eval mode.

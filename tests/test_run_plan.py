@@ -23,11 +23,11 @@ def test_model_size_from_the_name(name, millions):
 
 def test_rule_of_thumb_by_hand():
     cfg = resolve()  # 2 prompts x 8 responses x 96 tokens, 8 eval cases x 128 tokens, SmolLM2-135M
-    train, evaluation = expected_seconds(cfg, 4, 8)
+    train, evaluation = expected_seconds(cfg, 4, {"ifollow-heldout": (8, 128)})
     assert train == pytest.approx(TRAIN_S_PER_TOKEN * 16 * 96 * 4)
     assert evaluation == pytest.approx(EVAL_S_PER_TOKEN * 8 * 128)
     big = resolve(None, [("model", "Qwen/Qwen2.5-1.5B-Instruct")])
-    assert expected_seconds(big, 4, 8)[0] == pytest.approx(train * 1500 / 135)
+    assert expected_seconds(big, 4, {"ifollow-heldout": (8, 128)})[0] == pytest.approx(train * 1500 / 135)
 
 
 def test_dry_run_of_the_main_job_says_what_would_run(tmp_path, capsys):
@@ -37,9 +37,23 @@ def test_dry_run_of_the_main_job_says_what_would_run(tmp_path, capsys):
     assert f"record: {tmp_path}/ifollow/mrtpo/smollm2-135m/seed0 (new)" in out
     assert "steps: 4, each 2 prompts x 8 responses = 16 responses of at most 96 tokens" in out
     assert "effective beta per step: 0 0.25 0.5 0.5" in out
-    assert "end-of-run benchmarks: ifollow-heldout (8 cases, at most 128 tokens each)" in out
+    assert ("end-of-run benchmarks: ifollow-heldout (8 cases, at most 128 tokens each; ifollow-heldout: 8 cases "
+            "of up to 128 tokens)") in out
     assert "expected time: about 2.2 min of training for 4 step(s) + 6 s of evaluation" in out
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_dry_run_of_a_full_recipe_says_what_its_evaluation_will_cost(capsys):
+    """toolcall-paper evaluates every BFCL case at the benchmark's own length: the dry run counts them,
+    costs them, and says the run will cap them to schedule.eval_max_minutes."""
+    assert cli.main(["run", "--dry-run", "--config", "toolcall-paper"]) == 0
+    out = capsys.readouterr().out
+    from evals.registry import make_evaluator
+
+    bfcl = make_evaluator("bfcl-v4")
+    n = len(bfcl.cases())
+    assert f"bfcl-v4: {n} cases of up to {bfcl.max_new_tokens} tokens" in out
+    assert "of evaluation (more than schedule.eval_max_minutes 60: the run will cost it on this machine" in out
 
 
 def test_dry_run_of_an_unknown_size_says_so(capsys):

@@ -67,6 +67,7 @@ from harness.models import (
     cast_weights,
     chat_prompt_ids,
     eos_ids,
+    generation_bytes,
     load_model,
     resolve_device,
     resolve_dtype,
@@ -74,7 +75,7 @@ from harness.models import (
 )
 from harness.no_signal import SignalWatch
 from harness.records import config_fingerprint
-from harness.replay import ReplayEngine
+from harness.replay import ReplayEngine, unwrap
 from harness.replay_builders import ReplayResult, replay_for
 from harness.step_diagnostics import column_names, step_diagnostics
 from harness.system import native_bf16, thread_choice
@@ -262,15 +263,33 @@ class LocalBackend(Backend):
     def generate(self, messages_list: list[list[dict[str, str]]], max_new_tokens: int,
                  greedy: bool = True) -> list[str]:
         """Greedy responses (the trained policy after ``train``, else the configured model)."""
+        self._eval_model()
+        self.rollout_model.eval()
+        with self._rollout_phase():
+            return greedy_texts(self.rollout_model, self.tokenizer, messages_list, self.eos, max_new_tokens)
+
+    def generation_bytes(self, messages: list[dict[str, str]], max_new_tokens: int, batch: int) -> int:
+        """Memory a greedy generation of ``batch`` prompts like ``messages`` needs
+        (:func:`harness.models.generation_bytes`), so that an end-of-run evaluation leaves out the
+        cases that cannot fit before it starts (:mod:`evals.eval_budget`)."""
+        self._eval_model()
+        length = len(chat_prompt_ids(self.tokenizer, messages)) + max_new_tokens
+        fused = self.device.type == "cuda" and self.rollout_attention_name in ("sdpa", "flash_attention_2")
+        return generation_bytes(unwrap(self.rollout_model).config, length, batch, self.rollout_dtype, scores=not fused)
+
+    def memory_available(self) -> int | None:
+        """Free bytes of the device generation runs on (a GPU's); None on CPU (the host's memory)."""
+        if self.device.type == "cuda":
+            return int(torch.cuda.mem_get_info(self.device)[0])
+        return None
+
+    def _eval_model(self) -> None:
         if self.rollout_model is None:  # evaluation only: one copy, in the rollout dtype
             m = self.cfg.model
             loaded = load_model(m.name, dtype=self.rollout_dtype, device=self.device, cache_dir=m.cache_dir)
             self.tokenizer, self.rollout_model = loaded.tokenizer, loaded.model
             self.eos = eos_ids(self.tokenizer, loaded.model)
             self.rollout_attention_name = use_for_rollout(self.rollout_model, self.cfg.backend.local.rollout_attention)
-        self.rollout_model.eval()
-        with self._rollout_phase():
-            return greedy_texts(self.rollout_model, self.tokenizer, messages_list, self.eos, max_new_tokens)
 
     # -- data ----------------------------------------------------------------------------------
     def _examples_at(self, examples: list[Any], position: int, count: int) -> list[Any]:
