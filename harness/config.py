@@ -219,7 +219,8 @@ class OptimConfig:
 @dataclass
 class ScheduleConfig:
     steps: int = setting(4, help="training steps", ge=1)
-    checkpoint_every: int = setting(1, help="steps between checkpoints; 0 = only at the end and on SIGTERM/SIGINT",
+    checkpoint_every: int = setting(0, help="steps between checkpoints; 0 = only at the end and on SIGTERM/SIGINT "
+                                            "(a kill -9 then restarts from the last one; resume is exact from any)",
                                     ge=0)
     eval_benchmarks: list[str] | None = setting(None, help="benchmarks evaluated greedily at the end of the run "
                                                       "(mrbench list); null: the task's own")

@@ -108,7 +108,11 @@ def library_versions() -> dict[str, str | None]:
 #: values is allowed (a sweep gives each parallel job its share of the cores; the verifiers' time
 #: budget only ever changes a verdict whose verifier stalled)
 EXECUTION_FIELDS = (("backend", "local", "threads"), ("output", "loggers"), ("output", "logger_group"),
-                    ("output", "save_model"), ("output", "save_merged"), ("task", "verifier_timeout_s"))
+                    ("output", "save_model"), ("output", "save_merged"), ("task", "verifier_timeout_s"),
+                    ("schedule", "checkpoint_every"))
+#: the execution fields of releases before ``schedule.checkpoint_every`` was one (it changes no number a
+#: run computes: resume is exact from any checkpoint); their checkpoints carry fingerprints without it
+LEGACY_EXECUTION_FIELDS = EXECUTION_FIELDS[:-1]
 
 
 def config_identity(config: dict[str, Any]) -> dict[str, Any]:
@@ -123,10 +127,10 @@ def config_identity(config: dict[str, Any]) -> dict[str, Any]:
     return without_execution_fields(out)
 
 
-def without_execution_fields(config: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``config`` less :data:`EXECUTION_FIELDS`, nothing filled in."""
+def without_execution_fields(config: dict[str, Any], fields: tuple = EXECUTION_FIELDS) -> dict[str, Any]:
+    """A copy of ``config`` less :data:`EXECUTION_FIELDS` (or ``fields``), nothing filled in."""
     out = json.loads(json.dumps(config))
-    for path in EXECUTION_FIELDS:
+    for path in fields:
         node = out
         for part in path[:-1]:
             node = node.get(part) if isinstance(node, dict) else None
@@ -217,9 +221,17 @@ class RunRecord:
         """The fingerprint of the configuration this record holds (``config.json`` as written, less
         the execution fields; nothing filled in), which its checkpoints carry: stable when a resume
         runs a version with fields the first run's did not have, or spells its parameters otherwise."""
-        stored = without_execution_fields(read_json(self.path / "config.json"))
-        text = json.dumps(stored, indent=2, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return self.config_fingerprints()[0]
+
+    def config_fingerprints(self) -> list[str]:
+        """:meth:`config_fingerprint`, then the one an earlier release's checkpoint of this record
+        carries (computed with :data:`LEGACY_EXECUTION_FIELDS`): a resume accepts either."""
+        config = read_json(self.path / "config.json")
+        out = []
+        for fields in (EXECUTION_FIELDS, LEGACY_EXECUTION_FIELDS):
+            text = json.dumps(without_execution_fields(config, fields), indent=2, sort_keys=True)
+            out.append(hashlib.sha256(text.encode()).hexdigest()[:16])
+        return out
 
     def lock(self) -> None:
         lock_path = self.path / ".lock"

@@ -162,12 +162,12 @@ def _flags(argv):
 
 @pytest.mark.parametrize("recipe,overrides,expect", [
     (None, [], {"--rollout.n_samples_per_prompt": ["8"], "--rollout.batch_size": ["2"], "--train.batch_size": ["16"],
-                "--data.max_len": ["4192"], "--algo.kl.init_coef": ["0.0"], "--ckpt.save_steps": ["1"],
+                "--data.max_len": ["4192"], "--algo.kl.init_coef": ["0.0"], "--ckpt.save_steps": ["-1"],
                 "--vllm.num_engines": ["1"], "--actor.adam.betas": ["0.9", "0.999"]}),
     ("toolcall-paper", [], {"--train.batch_size": ["512"], "--rollout.batch_size": ["512"],
                             "--actor.adam.lr": ["1e-06"], "--data.max_len": ["3072"], "--ckpt.save_steps": ["10"]}),
-    (None, [("optim.kl_coef", "0.05"), ("schedule.checkpoint_every", "0")],
-     {"--algo.kl.use_loss": [], "--algo.kl.estimator": ["k3"], "--ckpt.save_steps": ["-1"]}),
+    (None, [("optim.kl_coef", "0.05"), ("schedule.checkpoint_every", "1")],
+     {"--algo.kl.use_loss": [], "--algo.kl.estimator": ["k3"], "--ckpt.save_steps": ["1"]}),
     (None, [("backend.openrlhf.gpus_per_node", "4"), ("backend.openrlhf.vllm_tensor_parallel", "2")],
      {"--vllm.num_engines": ["2"], "--vllm.tensor_parallel_size": ["2"], "--actor.num_gpus_per_node": ["4"]}),
     (None, [("backend.openrlhf.colocate", "false")], {"--vllm.num_engines": ["1"]}),

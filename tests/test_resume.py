@@ -19,24 +19,28 @@ TESTS = Path(__file__).parent
 ROOT = TESTS.parent
 STEPS = 5
 
-# The child runs the real CLI; the toy task is registered first, and each step is slowed down a
-# little so that the parent can reliably kill it between the first checkpoint and the end.
+# The child runs the real CLI; the toy task is registered first. With WAIT_ENV set, it waits before
+# its second step until the parent's signal has arrived (the stop flag is set, or SIGKILL ends it),
+# so the parent's signal lands between the first checkpoint and the end however fast the host is.
+WAIT_ENV = "MRBENCH_TEST_WAIT_FOR_SIGNAL"
 CHILD = """
-import sys, time
+import os, sys, time
 import torch
 torch.set_num_threads(1)
 from toy_task import register
 register()
 from harness.backends.local import LocalBackend
 _step = LocalBackend._step
-def slow_step(self, *a, **k):
-    row = _step(self, *a, **k)
-    time.sleep(0.4)
-    return row
-LocalBackend._step = slow_step
+def waiting_step(self, n, *a, **k):
+    if n >= 1 and os.environ.get("%s"):
+        end = time.monotonic() + 600
+        while not self._stop and time.monotonic() < end:
+            time.sleep(0.02)
+    return _step(self, n, *a, **k)
+LocalBackend._step = waiting_step
 from harness.cli import main
 sys.exit(main(sys.argv[1:]))
-"""
+""" % WAIT_ENV
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -88,7 +92,7 @@ def _run(out_dir: Path) -> subprocess.CompletedProcess:
 
 def _start_and_signal(out_dir: Path, sig: int) -> subprocess.Popen:
     proc = subprocess.Popen(_command(out_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_child_env())
+                            env={**_child_env(), WAIT_ENV: "1"})
     deadline = time.time() + 240
     while time.time() < deadline:
         if (out_dir / "checkpoint" / "state.pt").exists() and len(_metrics(out_dir)) >= 1:

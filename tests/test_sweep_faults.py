@@ -68,6 +68,16 @@ def _rows(path: Path) -> list[int]:
     return [json.loads(line)["step"] for line in metrics.read_text().splitlines()] if metrics.exists() else []
 
 
+def _started_or_finished(cell) -> bool:
+    """The cell's process holds its record and has started training (status running), or it finished."""
+    path = cell.record_dir / "provenance.json"
+    try:
+        status = json.loads(path.read_text()).get("status") if path.exists() else None
+    except ValueError:  # read while being replaced: not yet
+        return False
+    return status == FINISHED or (status == RUNNING and lock_held(cell.record_dir))
+
+
 def _start_sweep(grid: Path, log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "harness.cli", "sweep", str(grid), "--executor", "local",
@@ -118,8 +128,11 @@ def test_a_sigkilled_sweep_loses_no_finished_step(tmp_path, capsys):
     cells = expand(load_grid(grid))
     log = tmp_path / "sweep.log"
 
-    # kill 1: as soon as any cell has finished its first step (it is in its second step now)
-    _kill_when(_start_sweep(grid, log), lambda: any(_rows(c.record_dir) for c in cells), log)
+    # kill 1: as soon as any cell has finished its first step (it is in its second step now) and
+    # every cell has started (its record locked and marked running) or finished: a state, not a time,
+    # so that on a slow host the kill does not land before a cell has started
+    _kill_when(_start_sweep(grid, log),
+               lambda: any(_rows(c.record_dir) for c in cells) and all(map(_started_or_finished, cells)), log)
     first = _check_nothing_lost(cells, grid, capsys)
     assert any(first.values())
 

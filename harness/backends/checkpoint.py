@@ -1,7 +1,7 @@
 """Resumable training state: one ``state.pt`` file under the record's ``checkpoint/`` directory.
 
 Contents: ``step`` (completed training steps), the trainable weights (the full state dict, or the
-LoRA adapter's parameters only), the optimiser state, the RNG states (python, numpy, torch CPU
+LoRA adapter's parameters only), the optimiser state (left out of a run's final checkpoint), the RNG states (python, numpy, torch CPU
 and CUDA), the data position (index of the next training example) and a fingerprint of the
 config. The file is written to a temporary name and renamed, so a kill at any moment leaves
 either the previous checkpoint or the new one, never a torn file. It is written without the zip
@@ -83,12 +83,16 @@ def load_trainable_state(model: Any, state: dict[str, torch.Tensor]) -> None:
         model.load_state_dict(state)
 
 
-def save(directory: Path, *, step: int, model: Any, optimizer: torch.optim.Optimizer, data_position: int,
+def save(directory: Path, *, step: int, model: Any, optimizer: torch.optim.Optimizer | None, data_position: int,
          fingerprint: str) -> Path:
+    """Write the checkpoint; ``optimizer=None`` leaves the optimiser state out (a run's final
+    checkpoint, from which no update follows)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    payload = {"step": step, "model": trainable_state(model), "optimizer": optimizer.state_dict(),
-               "rng": rng_state(), "data_position": data_position, "fingerprint": fingerprint}
+    payload = {"step": step, "model": trainable_state(model), "rng": rng_state(), "data_position": data_position,
+               "fingerprint": fingerprint}
+    if optimizer is not None:
+        payload["optimizer"] = optimizer.state_dict()
     path = directory / STATE_FILE
     tmp = directory / f".{STATE_FILE}.tmp-{os.getpid()}"
     with guard(path, tensor_bytes(payload), f"the checkpoint after step {step}"):
@@ -175,8 +179,8 @@ def load(directory: Path) -> dict[str, Any] | None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"{path}: unreadable checkpoint ({path.stat().st_size} bytes; {first}); "
                               f"remove {path.parent} to restart the run from step 0") from exc
-    if not isinstance(state, dict) or not {"step", "model", "optimizer", "rng"} <= set(state):
-        raise CheckpointError(f"{path}: not a mrbench checkpoint (no step, model, optimizer and rng); "
+    if not isinstance(state, dict) or not {"step", "model", "rng"} <= set(state):
+        raise CheckpointError(f"{path}: not a mrbench checkpoint (no step, model and rng); "
                               f"remove {path.parent} to restart the run from step 0")
     return state
 

@@ -341,10 +341,16 @@ class LocalBackend(Backend):
         start = 0
         state = checkpoint.load(record.checkpoint_dir)
         if state is not None:
-            if state["fingerprint"] != self._fingerprint(record):
+            known = getattr(record, "config_fingerprints", lambda: [self._fingerprint(record)])()
+            if state["fingerprint"] not in known:
                 raise RuntimeError(f"{record.checkpoint_dir}: checkpoint of a different configuration")
             checkpoint.load_trainable_state(self.policy, state["model"])
-            self.update.optimizer.load_state_dict(state["optimizer"])
+            if "optimizer" in state:
+                self.update.optimizer.load_state_dict(state["optimizer"])
+            elif int(state["step"]) < cfg.schedule.steps:
+                raise checkpoint.CheckpointError(f"{record.checkpoint_dir}: a final checkpoint (no optimiser state) "
+                                                 f"after step {state['step']} of {cfg.schedule.steps}; remove it to "
+                                                 f"restart the run from step 0")
             checkpoint.set_rng_state(state["rng"])
             start = int(state["step"])
             self._position = int(state["data_position"])
@@ -407,7 +413,12 @@ class LocalBackend(Backend):
         return self.rollout_model
 
     def _save(self, record: Any, step: int) -> None:
-        checkpoint.save(record.checkpoint_dir, step=step, model=self.policy, optimizer=self.update.optimizer,
+        """The checkpoint after ``step``; after the last one without the optimiser state (no update
+        follows, and two thirds of a full fine-tune's bytes are AdamW's moments) unless
+        ``output.keep_checkpoint`` keeps it for later."""
+        last = step >= self.cfg.schedule.steps and not self.cfg.output.keep_checkpoint
+        checkpoint.save(record.checkpoint_dir, step=step, model=self.policy,
+                        optimizer=None if last else self.update.optimizer,
                         data_position=self._position, fingerprint=self._fingerprint(record))
 
     def _step(self, n: int, examples: list[Any], record: Any) -> dict[str, Any]:
