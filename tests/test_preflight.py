@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_cort_on_toolcall_exits_2_before_loading_a_model(tmp_path):
-    t0 = time.time()
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--task", "toolcall", "--algo", "cort",
                            "--output.root", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           check=False)
@@ -31,7 +29,7 @@ def test_cort_on_toolcall_exits_2_before_loading_a_model(tmp_path):
     assert "cort needs a prompt without its rubric" in lines[0] and "toolcall" in lines[0]
     assert "mrtpo" in lines[0].split("algorithms that fit toolcall:")[1]  # what would fit
     assert "cort" not in lines[0].split("algorithms that fit toolcall:")[1].split(", ")
-    assert time.time() - t0 < 60 and not any(tmp_path.iterdir())  # no record was opened
+    assert not any(tmp_path.iterdir())  # no record was opened: it stopped before any model loads
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -61,8 +61,9 @@ def test_two_runs_never_write_the_same_directory(tmp_path):
     queue = multiprocessing.get_context("spawn").Queue()
     proc = multiprocessing.get_context("spawn").Process(target=_try_open, args=(cfg.to_json(), queue))
     proc.start()
+    told = queue.get(timeout=600)  # the child's answer (a state), however long a spawned interpreter takes
     proc.join(60)
-    assert "another run is writing this record" in queue.get(timeout=5)
+    assert "another run is writing this record" in told
     rec.unlock()
 
 
