@@ -9,7 +9,10 @@ about 130 s of training with SmolLM2-135M, generation, replay and update togethe
     evaluation ~ EVAL_S_PER_TOKEN  x (parameters / 135M) x cases x eval_max_new_tokens
 
 Responses may stop before ``max_new_tokens``, so the rule tends to overstate; a busy machine,
-long prompts (text-to-SQL schemas, tool lists) or more updates per step make it understate. The
+long prompts (text-to-SQL schemas, tool lists) or more updates per step make it understate (a
+shared two-core machine took about 2.7 times as long for the main job). The run itself then
+measures: after its first step, and after its first step that replays, it prints what the rest
+should take at the machine's present speed (:mod:`harness.run_estimate`). The
 model size is known for the embedded models and read from a hub name that states it (``1.5B``,
 ``135M``); otherwise no estimate is given. On a GPU the figure does not apply (it says so).
 """
@@ -139,7 +142,8 @@ def expected_line(cfg: Any, steps: int, sizes: dict[str, tuple[int, int]]) -> st
             + (f" + {duration(evaluation)} of evaluation" if sizes else "")
             + (f" (more than schedule.eval_max_minutes {cap:g}: the run will cost it on this machine and evaluate "
                f"only the cases that fit, with a warning)" if capped else "")
-            + " on two CPU cores (rule of thumb in harness/run_plan.py; a GPU is much faster)")
+            + " on two idle CPU cores (rule of thumb in harness/run_plan.py; a GPU is much faster); the run "
+            "re-estimates from its own steps as they are timed on this machine (harness/run_estimate.py)")
     try:
         import torch
 

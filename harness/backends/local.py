@@ -77,6 +77,7 @@ from harness.no_signal import SignalWatch
 from harness.records import config_fingerprint
 from harness.replay import ReplayEngine, unwrap
 from harness.replay_builders import ReplayResult, replay_for
+from harness.run_estimate import RunClock
 from harness.step_diagnostics import column_names, step_diagnostics
 from harness.system import native_bf16, thread_choice
 from mrbench_core.replay_kinds import ReplayRequest
@@ -373,9 +374,11 @@ class LocalBackend(Backend):
 
             bar = tqdm(total=cfg.schedule.steps, initial=start, desc=f"{cfg.algo.name} on {cfg.task.name}",
                        unit="step", dynamic_ncols=True)
+            clock = RunClock(cfg.schedule.steps, algo, start=start, say=bar.write, started=t_run)  # measured
             for n in range(start, cfg.schedule.steps):
                 row = self._step(n, examples, record)
                 rows.append(row)
+                clock.after_step(rows)
                 bar.update(1)
                 bar.set_postfix(reward=f"{row['reward_mean']:.3f}", replay=f"{row['replay_share']:.2f}",
                                 s=f"{row['time_step']:.0f}")
@@ -400,7 +403,7 @@ class LocalBackend(Backend):
             record.update_provenance(model=save_model(self._export_source(), self.tokenizer, record.path,
                                                       eos=list(self.eos),
                                                       merged=cfg.output.save_merged))
-        return {**run_summary(record.metrics(), time.time() - t_run), **self._guard.summary(),
+        return {**run_summary(record.metrics(), time.time() - t_run), **clock.summary(), **self._guard.summary(),
                 **watch.summary(), "rollout": self.rollout_info(), "update": self.update_info()}
 
     def _export_source(self) -> Any:
