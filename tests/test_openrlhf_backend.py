@@ -123,3 +123,16 @@ def test_dry_run_still_refuses_what_cannot_run(tmp_path, capsys):
 def test_local_backend_dry_run_says_it_launches_nothing(tmp_path, capsys):
     assert cli.main(["run", "--dry-run", "--output.dir", str(tmp_path / "r")]) == 0
     assert "launches nothing" in capsys.readouterr().out
+
+
+def test_the_evaluation_through_openrlhf_says_how_it_decoded():
+    """Its end-of-run evaluation generates with the local backend's generator, and eval.json's
+    decoding (precision, attention) and the memory fit come from that generator."""
+    from evals.generate_cases import decoding_info
+    from harness.backends import BACKENDS
+
+    backend = BACKENDS.get("openrlhf")(_cfg(("model", "tiny-random"), ("model.dtype", "float32")))
+    assert decoding_info(backend.generate) == {}  # nothing generated yet
+    assert backend.generation_bytes([{"role": "user", "content": "hi"}], 4, 8) > 0
+    assert len(backend.generate([[{"role": "user", "content": "hi"}]], 2)) == 1
+    assert decoding_info(backend.generate)["dtype"] == "float32"

@@ -156,6 +156,21 @@ class OpenRLHFBackend(Backend):
                  greedy: bool = True) -> list[str]:
         """Greedy responses with the trained weights (``checkpoint/openrlhf/final_hf``) once ``train``
         has run, else with the configured model, through the local backend's generator."""
+        return self._local_generator().generate(messages_list, max_new_tokens)
+
+    def generation_bytes(self, messages: list[dict[str, str]], max_new_tokens: int, batch: int) -> int:
+        """What one evaluation case costs in memory (:mod:`evals.eval_budget`), from the local generator."""
+        return self._local_generator().generation_bytes(messages, max_new_tokens, batch)
+
+    def memory_available(self) -> int | None:
+        return self._local_generator().memory_available()
+
+    def rollout_info(self) -> dict[str, Any]:
+        """How the evaluation decodes (the local generator's precision, attention, threads); empty
+        before anything was generated."""
+        return self._generator.rollout_info() if self._generator is not None else {}
+
+    def _local_generator(self) -> Any:
         if self._generator is None:
             from harness.backends.local import LocalBackend
             from harness.config import from_dict
@@ -168,4 +183,4 @@ class OpenRLHFBackend(Backend):
                 data["model"] = {**data["model"], "name": str(final)}  # transformers loads base + adapter
             data["backend"] = {"name": "local", "local": data["backend"]["local"]}
             self._generator = LocalBackend(from_dict(data))
-        return self._generator.generate(messages_list, max_new_tokens)
+        return self._generator
