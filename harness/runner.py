@@ -24,6 +24,8 @@ LIST_SHOWN = 12
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.4g}"
+    if isinstance(value, dict):
+        return "(" + " ".join(f"{k}={_fmt(v)}" for k, v in value.items()) + ")"
     if isinstance(value, list):
         shown = [_fmt(v) for v in value]
         if len(shown) > LIST_SHOWN:
