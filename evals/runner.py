@@ -67,7 +67,19 @@ def check_budget(planned: Sequence[tuple[str, Evaluator, list[EvalCase]]], gener
                  say: Callable[[str], None] | None = print) -> list[Estimate]:
     """Estimate each benchmark's generation time on this machine (:func:`evals.generate_cases.estimate`),
     say it, and raise :class:`OverBudget` naming every benchmark above ``max_minutes`` (None or 0:
-    no bound, no estimate)."""
+    no bound, no estimate). First, whatever ``max_minutes``, the cases whose prompts cannot fit in
+    memory are left out of each benchmark's list, with a warning (:func:`evals.eval_budget.fit_memory`),
+    so that neither the probes nor the generation meet them; a benchmark left with none is refused."""
+    from evals.eval_budget import fit_memory
+
+    for name, ev, cases in planned:
+        kept, notes = fit_memory(name, generate, cases, max_new_tokens or ev.max_new_tokens)
+        for note in notes:
+            if say is not None:
+                say(f"mrbench eval: warning: {note}")
+        if notes and not kept:
+            raise OverBudget(notes[0])
+        cases[:] = kept
     if not max_minutes:
         return []
     found = [estimate(name, generate, cases, max_new_tokens or ev.max_new_tokens, generate_cases=generate_for_cases)

@@ -141,6 +141,9 @@ def test_eval_several_benchmarks_with_a_model_reports_the_text2sql_paper_average
     accs = {"spider-dev": 0.5, "spider-syn": 0.25}
     monkeypatch.setattr(eval_runner, "make_evaluator", lambda name: FakeSQL(name, accs[name]))
     monkeypatch.setattr(eval_runner, "generate_for_cases", lambda model, cases, n, **kw: {c.id: "" for c in cases})
+    from evals import eval_budget  # no model "m" loads to cost the cases' memory: every case fits
+
+    monkeypatch.setattr(eval_budget, "fit_memory", lambda name, generate, cases, n, budget=None: (list(cases), []))
     out = tmp_path / "suite"
     assert cli.main(["eval", "spider-dev", "spider-syn", "--model", "m", "--out", str(out)]) == 0
     suite = json.loads((out / "suite.json").read_text())

@@ -106,3 +106,20 @@ def test_the_toolcall_recipe_on_tiny_random_over_every_bfcl_case_finishes(tmp_pa
     assert any("only the first 8 of" in n for n in bfcl["capped"])
     assert json.loads((rec / "provenance.json").read_text())["status"] == "finished"
     assert "mrbench: warning: bfcl-v4: left out" in capsys.readouterr().out
+
+
+def test_mrbench_eval_leaves_out_what_cannot_fit_before_its_probes(monkeypatch):
+    """``mrbench eval --model``: the memory fit runs before the time probes, whatever --max-minutes."""
+    import evals.eval_budget as budget
+    from evals.runner import OverBudget, check_budget
+
+    class Bench:
+        max_new_tokens = 10
+
+    monkeypatch.setattr(budget, "memory_budget", lambda: 1000 * EVAL_BATCH * 200)
+    said = []
+    cases = _cases([10, 10**5, 30])
+    assert check_budget([("bench", Bench(), cases)], FakeBackend().generate, None, 0, say=said.append) == []
+    assert [c.id for c in cases] == ["c0", "c2"] and "left out 1 of 3 cases" in said[0]
+    with pytest.raises(OverBudget, match="left out 1 of 1 cases"):
+        check_budget([("bench", Bench(), _cases([10**5]))], FakeBackend().generate, None, 0, say=None)
