@@ -178,8 +178,9 @@ def test_openrlhf_actor_update_equals_the_local_update(orl, monkeypatch, kl_coef
 
     assert len(calls) == 4, "the objective runs once per micro-batch of OpenRLHF's update"
     assert len(local_grads) == len(remote_grads) == 1
-    for a, b in zip(local_grads[0], remote_grads[0]):
-        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-4)
+    for a, b in zip(local_grads[0], remote_grads[0]):  # float32 sums over other micro-batch splits and thread
+        # counts differ by rounding (1.7e-6 seen on a busy host); a wrong normaliser or term is off by 1e-4 or more
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4)
     assert any(float(g.abs().max()) > 1e-4 for g in local_grads[0]), "a zero gradient tests nothing"
     for a, b in zip(local_model.parameters(), remote_model.parameters()):  # AdamW moves each by about lr (2 lr
         # apart where the sign of a gradient differed); near-zero gradients leave a small rounding difference
