@@ -163,6 +163,11 @@ def run(cfg: RunConfig) -> int:
                 rec.fail(f"{type(exc).__name__}: {exc}")
             if loggers:
                 loggers.close(None)
+            from harness.backends.base import BackendRunError
+
+            if isinstance(exc, BackendRunError):  # a training process that ended early: its cause, one line
+                print(f"mrbench run: {exc}", file=sys.stderr)
+                return 1
             raise
         eval_results = evaluation["benchmarks"]
         summary = dict(summary)

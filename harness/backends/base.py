@@ -53,6 +53,11 @@ from typing import Any, ClassVar
 
 from mrbench_core.replay_kinds import ReplayRequest
 
+
+class BackendRunError(RuntimeError):
+    """The backend's training process ended without finishing the run. The message is one line
+    naming the cause and where the process's output is; ``mrbench run`` prints it as such."""
+
 #: keys every metrics row carries, whatever the backend
 REQUIRED_STEP_KEYS = ("step", "reward_mean", "time_step")
 

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from harness.backends import BACKENDS
-from harness.backends.base import Backend
+from harness.backends.base import Backend, BackendRunError
 from harness.backends.openrlhf import checks
 from harness.backends.openrlhf.argv import ENTRYPOINT, launch_command, openrlhf_argv, placement, runtime_env, shell_line
 from harness.backends.openrlhf.cell import CellPaths, CellSpec
@@ -38,8 +38,8 @@ from mrbench_core.replay_kinds import ReplayRequest
 FORWARDED_ENV = ("MRBENCH_DATA_DIR", "MRBENCH_MODEL_CACHE", "HF_HOME", "HF_HUB_OFFLINE")
 
 
-class OpenRLHFRunError(RuntimeError):
-    """The OpenRLHF process ended without finishing the run; the message names its log."""
+class OpenRLHFRunError(BackendRunError):
+    """The OpenRLHF process ended without finishing the run; the message names the cause and its log."""
 
 
 @BACKENDS.register("openrlhf")
@@ -140,8 +140,12 @@ class OpenRLHFBackend(Backend):
                           f"one stands")
             raise TrainingInterrupted(f"{outcome.signal}: {where}; rerun the same command to resume")
         if outcome.returncode != 0 or done < cfg.schedule.steps:
+            from harness.backends.openrlhf.failures import cause_in_log
+
+            cause = cause_in_log(paths.log)
             raise OpenRLHFRunError(f"OpenRLHF ({ENTRYPOINT}) exited with code {outcome.returncode} after "
-                                   f"{done} of {cfg.schedule.steps} steps; its output: {paths.log}")
+                                   f"{done} of {cfg.schedule.steps} steps" + (f": {cause}" if cause else "")
+                                   + f"; its output: {paths.log}")
         watch = SignalWatch(cfg.schedule.no_signal_steps)  # the trainer's rows, read back: warns here
         for row in record.metrics():
             watch.after_step(row)

@@ -9,6 +9,10 @@ Refused, with the reason (pre-flight, :func:`refusal`):
   ZeRO-3's lock-step parameter gathering and the sharded attention layouts cannot follow;
 - replaying algorithms with asynchronous rollouts: the replay must see the policy that sampled;
 - an in-memory model (``tiny-*``): OpenRLHF's processes load weights from a path or hub id;
+- prompts plus responses longer than the model's positions (``sampling.max_prompt_tokens +
+  max_new_tokens``, OpenRLHF's ``data.max_len`` and vLLM's ``max_model_len``, over the
+  ``max_position_embeddings`` of the model's ``config.json``, read from its directory or the hub
+  cache): vLLM would refuse the engine, and the policy actor would then wait for it;
 - batch shapes OpenRLHF cannot split: a step's samples over ``mini_batches``, an update over
   micro-batches on every data-parallel actor, colocated actors and engines of different counts;
 - ``extra_args`` that set a flag the backend writes itself, or one that shapes OpenRLHF's scalar
@@ -25,6 +29,8 @@ no CPU build).
 from __future__ import annotations
 
 import importlib.util
+import json
+from pathlib import Path
 from typing import Any
 
 from harness.backends.openrlhf.argv import (
@@ -49,12 +55,69 @@ def replays(algorithm: Any) -> bool:
     return kind is not ReplayRequest.NONE and kind not in WITHOUT_FORWARD
 
 
+#: rope scalings whose ``max_position_embeddings`` already counts the scaled positions (vLLM does not
+#: multiply them by the factor)
+_SCALED_POSITIONS = {"llama3", "longrope", "su", "default", "mrope"}
+
+
+def model_positions(source: str) -> tuple[int, str] | None:
+    """The positions a model takes (``max_position_embeddings``, times a rope scaling factor where
+    vLLM applies one) and the config file they come from: a local directory's, or the hub cache's
+    (nothing is downloaded before a run); None where neither has it."""
+    path = Path(source) / "config.json"
+    if not path.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(source, "config.json")
+        except Exception:  # not a hub id, or no hub client: unknown
+            return None
+        if not isinstance(cached, str):
+            return None
+        path = Path(cached)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for node in (data, data.get("text_config") or {}):
+        positions = node.get("max_position_embeddings") if isinstance(node, dict) else None
+        if isinstance(positions, int) and positions > 0:
+            scaling = node.get("rope_scaling") or {}
+            kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
+            factor = scaling.get("factor", 1.0) if isinstance(scaling, dict) else 1.0
+            if kind and kind not in _SCALED_POSITIONS and isinstance(factor, (int, float)) and factor > 1:
+                positions = int(positions * factor)
+            return positions, str(path)
+    return None
+
+
+def length_refusal(cfg: Any) -> str | None:
+    """Why ``data.max_len`` (prompt + response tokens) cannot run on this model, else None."""
+    from harness.backends.openrlhf.prompts import model_source
+
+    found = model_positions(model_source(cfg, convert=False))
+    s = cfg.sampling
+    total = s.max_prompt_tokens + s.max_new_tokens
+    if found is None or total <= found[0]:
+        return None
+    positions, where = found
+    fits = positions - s.max_new_tokens
+    return (f"sampling.max_prompt_tokens {s.max_prompt_tokens} + sampling.max_new_tokens {s.max_new_tokens} = "
+            f"{total} tokens (OpenRLHF's data.max_len, vLLM's max_model_len) exceeds the model's "
+            f"{positions} positions (max_position_embeddings in {where}); vLLM would refuse the engine: "
+            + (f"set --sampling.max_prompt_tokens {fits} or lower" if fits > 0 else
+               f"lower --sampling.max_new_tokens below {positions}"))
+
+
 def refusal(cfg: Any, algorithm: Any) -> str | None:
     """Why the run cannot start with these settings (see the module docstring), else None."""
     opts, s, o = cfg.backend.openrlhf, cfg.sampling, cfg.optim
     if cfg.model.name.startswith(TINY_PREFIX):
         return (f"model {cfg.model.name!r} exists only in memory; OpenRLHF's actors and vLLM engines load "
                 f"weights from a local directory or hub id")
+    too_long = length_refusal(cfg)
+    if too_long:
+        return too_long
     if cfg.schedule.stop_without_signal:
         return ("schedule.stop_without_signal stops the local backend's loop; OpenRLHF's trainer runs its "
                 "planned steps (the no-signal warning and summary come at the end of the run)")

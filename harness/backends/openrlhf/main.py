@@ -5,6 +5,10 @@ mrbench and find the cell (``$MRBENCH_CELL``, ``$PYTHONPATH``, plus the variable
 itself when it starts Ray), installs mrbench's policy actor and trainer (:func:`.trainer.install`)
 and runs OpenRLHF's command-line module as ``__main__``, so that its own argument parser and
 checks judge the flags. ``mrbench run --backend openrlhf`` starts it; nothing else should.
+
+Before OpenRLHF starts, the Ray cluster must hold the GPUs the run's placement asks for
+(:func:`.failures.gpu_shortfall`). When the run fails, the last line of its output is the cause,
+as one line (:data:`.failures.CAUSE_PREFIX`), which the backend reads back from the log.
 """
 
 from __future__ import annotations
@@ -36,11 +40,24 @@ def main(argv: list[str] | None = None) -> None:
 
     from harness.backends.openrlhf.trainer import install
 
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS") or None, runtime_env={"env_vars": ray_env()})
-    install()
-    sys.argv = [OPENRLHF_CLI, *argv]
-    runpy.run_module(OPENRLHF_CLI, run_name="__main__", alter_sys=True)
+    from harness.backends.openrlhf.cell import current_cell
+    from harness.backends.openrlhf.failures import CAUSE_PREFIX, gpu_shortfall, one_line
+
+    try:
+        if not ray.is_initialized():
+            ray.init(address=os.environ.get("RAY_ADDRESS") or None, runtime_env={"env_vars": ray_env()})
+        short = gpu_shortfall(current_cell().cfg, ray.cluster_resources())
+        if short:
+            raise RuntimeError(short)
+        install()
+        sys.argv = [OPENRLHF_CLI, *argv]
+        runpy.run_module(OPENRLHF_CLI, run_name="__main__", alter_sys=True)
+    except Exception as exc:
+        import traceback
+
+        traceback.print_exc()
+        print(CAUSE_PREFIX + one_line(exc), flush=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

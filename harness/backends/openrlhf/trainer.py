@@ -5,7 +5,8 @@ Ray refuses to subclass a class it has made remote, so both subclass the undecor
 (``__ray_actor_class__``) and are made remote again with the base's options.
 
 - :class:`MRPolicyActorImpl` adds ``mr_replay``: the replay of one shard (:mod:`.shards`) with
-  the DeepSpeed actor's model (the old policy while the experience is made), in eval mode; and
+  the DeepSpeed actor's model (the old policy while the experience is made), in eval mode; waits
+  for the vLLM engines before OpenRLHF's weight-sync rendezvous (:mod:`.failures`); and
   once OpenRLHF has built its actor trainer, makes it run mrbench's policy objective, the one the
   local backend's update runs (:mod:`.update`).
 - :class:`MRPPOTrainerImpl` puts :class:`~.maker.MRExperienceMaker` in place of OpenRLHF's,
@@ -48,6 +49,9 @@ class MRPolicyActorImpl(_ActorBase):
         from harness.backends.loss import PolicyObjective
         from harness.backends.openrlhf.update import adopt
 
+        from harness.backends.openrlhf.failures import wait_for_engines
+
+        wait_for_engines(vllm_engines)  # before OpenRLHF's weight-sync rendezvous with them
         out = super().init_model_from_pretrained(strategy, pretrain, max_steps, vllm_engines)
         adopt(self.trainer, PolicyObjective.from_optim(current_cell().cfg.optim))
         return out
