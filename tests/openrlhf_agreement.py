@@ -78,9 +78,16 @@ def local_step(cfg: Any, task: Any, model_dir: Path, dump: dict[str, Any], algo_
     if plan.replay:
         replayer = model if replay_dtype is None else AutoModelForCausalLM.from_pretrained(
             model_dir, dtype=replay_dtype).eval()
-        engine = ReplayEngine(replayer, 8, 128, True, pad, temperature=cfg.sampling.temperature)
-        with torch.no_grad():
-            rep = replay_for(plan.request, engine, task, tok, rollouts, rewards, group_ids, T)
+        opts = cfg.backend.openrlhf  # the actors' replay settings
+        engine = ReplayEngine(replayer, opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix, pad,
+                              temperature=cfg.sampling.temperature)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as the actors (one thread each): the same reduction order
+        try:
+            with torch.no_grad():
+                rep = replay_for(plan.request, engine, task, tok, rollouts, rewards, group_ids, T)
+        finally:
+            torch.set_num_threads(threads)
     else:
         rep = ReplayResult.nothing_replayed(rewards)
     batch = rep.to_batch(rewards, group_ids, mask, step, reward_lows(rollouts, task, rewards.shape[1]),
