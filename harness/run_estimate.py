@@ -1,8 +1,8 @@
 """The run's own time estimate, measured on the spot: after a step, what the rest of the training
 should take on this machine at its present load, from the steps already timed.
 
-``mrbench run --dry-run`` can only apply a rule of thumb (:mod:`harness.run_plan`), measured once
-on an idle two-core CPU; a shared machine or long prompts put it off by several times. The run
+``mrbench run --dry-run`` estimates before any step, from a short probe of this machine's speed
+(:mod:`harness.dry_run_estimate`); the load can change after it, and long prompts it does not see. The run
 itself times every phase of every step (``time_<phase>`` in ``metrics.jsonl``), so after its first
 step, and again after the first step that replays (MRTPO replays nothing during the beta warm-up,
 so its first steps are the cheap ones), it extrapolates:

@@ -1,65 +1,21 @@
 """What ``mrbench run --dry-run`` prints before the backend's own part: the cell, its record, the
 steps and batch, the algorithm's beta per step, the end-of-run benchmarks, and an expected time.
 
-The expected time is a rule of thumb for the local backend on a two-core CPU, scaled from the main
-job's measured figures (``bench/README.md``: 4 steps of 16 responses of at most 96 tokens took
-about 130 s of training with SmolLM2-135M, generation, replay and update together):
-
-    training  ~ TRAIN_S_PER_TOKEN  x (parameters / 135M) x responses per step x max_new_tokens x steps
-    evaluation ~ EVAL_S_PER_TOKEN  x (parameters / 135M) x cases x eval_max_new_tokens
-
-Responses may stop before ``max_new_tokens``, so the rule tends to overstate; a busy machine,
-long prompts (text-to-SQL schemas, tool lists) or more updates per step make it understate (a
-shared two-core machine took about 2.7 times as long for the main job). The run itself then
-measures: after its first step, and after its first step that replays, it prints what the rest
-should take at the machine's present speed (:mod:`harness.run_estimate`). The
-model size is known for the embedded models and read from a hub name that states it (``1.5B``,
-``135M``); otherwise no estimate is given. On a GPU the figure does not apply (it says so).
+The expected time is measured on the spot (:mod:`harness.dry_run_estimate`): a quarter-second
+matrix-product probe at the run's thread count under the present load, scaled by the cell's work
+(model shape, batch, steps, replaying steps, evaluation cases) against the main job's phases
+measured on an idle two-core machine (``bench/README.md``). The dry run prints what it measured.
+The run itself then re-estimates from its own timed steps after its first step and after its
+first replaying step (:mod:`harness.run_estimate`). The model's shape is read from its config
+without loading weights, or its size from a hub name that states it (``1.5B``, ``135M``);
+otherwise no estimate is given. On a GPU the CPU figure does not apply (it says so).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from evals.generate_cases import duration
-
-#: seconds per sampled response token of a training step (sampling, scoring, replay, update), per
-#: 135M parameters, two CPU cores: the main job's ~32 s per step of 16 x 96 tokens
-TRAIN_S_PER_TOKEN = 0.021
-#: seconds per generated evaluation token (greedy, batches of 8, short prompts), per 135M parameters
-EVAL_S_PER_TOKEN = 0.006
-REFERENCE_MILLIONS = 135.0
-
-#: parameter counts (millions) of the names the harness builds itself
-KNOWN_SIZES = {"smollm2-135m": 135.0, "tiny-random": 0.1}
-_SIZE_IN_NAME = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)\s*([bBmM])(?![a-zA-Z])")
-
-
-def model_millions(name: str) -> float | None:
-    """Parameters (millions) of a model name: the embedded ones, or a size the name states."""
-    if name in KNOWN_SIZES:
-        return KNOWN_SIZES[name]
-    if name.startswith("tiny-random"):
-        return KNOWN_SIZES["tiny-random"]
-    match = _SIZE_IN_NAME.search(name.rstrip("/").split("/")[-1])
-    if match is None:
-        return None
-    value = float(match.group(1))
-    return value * 1000.0 if match.group(2).lower() == "b" else value
-
-
-def expected_seconds(cfg: Any, steps: int, sizes: dict[str, tuple[int, int]]) -> tuple[float, float] | None:
-    """(training, evaluation) seconds by the rule of thumb (module docstring), or None; ``sizes``:
-    each benchmark's (cases, token limit)."""
-    millions = model_millions(cfg.model.name)
-    if millions is None:
-        return None
-    scale = millions / REFERENCE_MILLIONS
-    s = cfg.sampling
-    train = TRAIN_S_PER_TOKEN * scale * s.prompts_per_step * s.group_size * s.max_new_tokens * steps
-    evaluation = EVAL_S_PER_TOKEN * scale * sum(n * tokens for n, tokens in sizes.values())
-    return train, evaluation
 
 
 def _record_state(cfg: Any) -> tuple[str, int]:
@@ -107,7 +63,7 @@ def describe(cfg: Any, plan: Any) -> str:
         lines.append(f"end-of-run benchmarks: {', '.join(plan.benchmarks)} ({each}, {tokens}; {counted})")
     else:
         lines.append("end-of-run benchmarks: none")
-    lines.append(expected_line(cfg, max(sch.steps - done, 0), sizes))
+    lines.append(expected_line(cfg, plan.algorithm, done, sizes))
     return "\n".join(lines)
 
 
@@ -129,26 +85,35 @@ def benchmark_sizes(benchmarks: dict[str, str | None], limit: int | None,
     return out
 
 
-def expected_line(cfg: Any, steps: int, sizes: dict[str, tuple[int, int]]) -> str:
+def expected_line(cfg: Any, algorithm: Any, done: int, sizes: dict[str, tuple[int, int]],
+                  measure: Any = None) -> str:
+    """The expected time of steps ``done`` .. the last and of the evaluation, with what was measured
+    for it (``measure``: the speed probe, :func:`harness.dry_run_estimate.measure_speed` by default)."""
+    from harness.dry_run_estimate import estimate_cell
+
     if cfg.backend.name != "local":
-        return f"expected time: no rule of thumb for backend {cfg.backend.name!r}"
-    estimate = expected_seconds(cfg, steps, sizes)
-    if estimate is None:
-        return f"expected time: unknown (the size of {cfg.model.name!r} is not known to mrbench)"
-    train, evaluation = estimate
-    cap = cfg.schedule.eval_max_minutes
-    capped = bool(cap) and evaluation > cap * 60
-    text = (f"expected time: about {duration(train)} of training for {steps} step(s)"
-            + (f" + {duration(evaluation)} of evaluation" if sizes else "")
-            + (f" (more than schedule.eval_max_minutes {cap:g}: the run will cost it on this machine and evaluate "
-               f"only the cases that fit, with a warning)" if capped else "")
-            + " on two idle CPU cores (rule of thumb in harness/run_plan.py; a GPU is much faster); the run "
-            "re-estimates from its own steps as they are timed on this machine (harness/run_estimate.py)")
+        return f"expected time: no estimate for backend {cfg.backend.name!r} before it runs"
+    steps = max(cfg.schedule.steps - done, 0)
+    rerun = ("; the run re-estimates from its own steps as they are timed, after its first step and its first "
+             "replaying step (harness/run_estimate.py)")
     try:
         import torch
 
-        if cfg.model.device != "cpu" and torch.cuda.is_available():
-            text += "; a GPU is present, so expect far less"
+        on_gpu = cfg.model.device != "cpu" and torch.cuda.is_available()
     except ImportError:  # pragma: no cover
-        pass
-    return text
+        on_gpu = False
+    if on_gpu:
+        return "expected time: the run is on a GPU, which the dry run's CPU probe does not measure" + rerun
+    found = estimate_cell(cfg, algorithm, done, sizes, measure)
+    if found is None:
+        return f"expected time: unknown (the size of {cfg.model.name!r} is not known to mrbench)" + rerun
+    times, speed = found
+    cap = cfg.schedule.eval_max_minutes
+    capped = bool(cap) and times.evaluation > cap * 60
+    return (f"expected time: about {duration(times.training)} of training for {steps} step(s)"
+            + (f" + {duration(times.evaluation)} of evaluation" if sizes else "")
+            + (f" (more than schedule.eval_max_minutes {cap:g}: the run will cost it on this machine and evaluate "
+               f"only the cases that fit, with a warning)" if capped else "")
+            + f" at this machine's present speed (generate {duration(times.generate)}, replay "
+            f"{duration(times.replay)}, update {duration(times.update)}, other {duration(times.other)}; "
+            f"harness/dry_run_estimate.py)\n{speed.describe()}" + rerun)

@@ -1,14 +1,27 @@
 """``mrbench run --dry-run`` on the local backend says what would run: steps, batch, beta per step,
-benchmarks and an expected time from the documented rule of thumb; missing data is caught before any
-model loads, naming the flag that fixes it."""
+benchmarks and an expected time from a speed it measures on the spot (injected here as a fake, so the
+figures are deterministic); missing data is caught before any model loads, naming the flag that fixes it."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
-from harness import cli
+from harness import cli, dry_run_estimate
 from harness.config import resolve
-from harness.run_plan import EVAL_S_PER_TOKEN, TRAIN_S_PER_TOKEN, expected_seconds, model_millions
+from harness.dry_run_estimate import REFERENCE_GFLOPS, MachineSpeed, estimate_cell, expected, matmul_params
+
+BF16 = [("model.dtype", "bfloat16"), ("model.train_dtype", "bfloat16")]  # the bench figures' path, on any host
+
+
+def fake_speed(factor: float):
+    """A probe that reads ``factor`` x the idle reference in every dtype asked for, at 2 threads."""
+    def measure(threads, dtypes):
+        return MachineSpeed(2, "as the fake says", {d: REFERENCE_GFLOPS[d] * factor for d in sorted(dtypes)})
+    return measure
 
 
 @pytest.mark.parametrize("name, millions", [
@@ -18,20 +31,63 @@ from harness.run_plan import EVAL_S_PER_TOKEN, TRAIN_S_PER_TOKEN, expected_secon
     ("./my-model", None), ("gpt2", None),
 ])
 def test_model_size_from_the_name(name, millions):
-    assert model_millions(name) == millions
+    assert dry_run_estimate.model_millions(name) == millions
 
 
-def test_rule_of_thumb_by_hand():
-    cfg = resolve()  # 2 prompts x 8 responses x 96 tokens, 8 eval cases x 128 tokens, SmolLM2-135M
-    train, evaluation = expected_seconds(cfg, 4, {"ifollow-heldout": (8, 128)})
-    assert train == pytest.approx(TRAIN_S_PER_TOKEN * 16 * 96 * 4)
-    assert evaluation == pytest.approx(EVAL_S_PER_TOKEN * 8 * 128)
-    big = resolve(None, [("model", "Qwen/Qwen2.5-1.5B-Instruct")])
-    assert expected_seconds(big, 4, {"ifollow-heldout": (8, 128)})[0] == pytest.approx(train * 1500 / 135)
+def test_matrix_product_parameters_of_smollm2s_shape():
+    """30 layers of 2 x 576 x 576 (q, o) + 2 x 576 x 192 (k, v: 3 KV heads of 64) + 3 x 576 x 1536
+    (MLP) = 3,538,944 each, and the 49,152 x 576 LM head: 134,479,872 (bench/README: 134.5 M)."""
+    config = SimpleNamespace(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                             num_key_value_heads=3, vocab_size=49152)
+    assert matmul_params(config) == 30 * 3_538_944 + 49152 * 576 == 134_479_872
+    assert matmul_params(SimpleNamespace(hidden_size=8)) is None
 
 
-def test_dry_run_of_the_main_job_says_what_would_run(tmp_path, capsys):
-    assert cli.main(["run", "--dry-run", "--output.root", str(tmp_path)]) == 0
+def test_estimate_scales_inversely_with_the_measured_speed_and_with_the_work():
+    ref = dict(REFERENCE_GFLOPS)
+    sizes = {"ifollow-heldout": (8, 128)}
+    idle = expected(134_479_872, 16, 96, 4, 3, sizes, "bfloat16", "bfloat16", ref)
+    busy = expected(134_479_872, 16, 96, 4, 3, sizes, "bfloat16", "bfloat16", {d: g / 3 for d, g in ref.items()})
+    assert busy.training == pytest.approx(3 * idle.training) and busy.evaluation == pytest.approx(3 * idle.evaluation)
+    # the idle main job is its measured phases: 18.2 + 9.8 + 26.5 + 13.1 s; eval 1 batch x 128 decoding steps
+    assert (idle.generate, idle.replay, idle.update, idle.other) == pytest.approx((18.2, 9.8, 26.5, 13.1))
+    assert idle.evaluation == pytest.approx(128 * 18.2 / (4 * 96))
+    twice = expected(134_479_872, 32, 96, 4, 3, {"ifollow-heldout": (16, 128)}, "bfloat16", "bfloat16", ref)
+    assert twice.generate == pytest.approx(2 * idle.generate) and twice.evaluation == pytest.approx(2 * idle.evaluation)
+    no_replay = expected(134_479_872, 16, 96, 4, 0, sizes, "bfloat16", "bfloat16", ref)
+    assert no_replay.replay == 0 and no_replay.update == idle.update
+    # the update follows the update's dtype and its measured speed only
+    slow_update = expected(134_479_872, 16, 96, 4, 3, sizes, "bfloat16", "float32", {**ref, "float32": ref["float32"] / 2})
+    assert slow_update.update == pytest.approx(2 * 60.2) and slow_update.generate == pytest.approx(idle.generate)
+
+
+def _bench_main_job_seconds() -> float:
+    text = (Path(__file__).resolve().parents[1] / "bench" / "README.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| the main job's training seconds, default path"))
+    return float(re.search(r"\*\*([0-9.]+) s\*\*", row).group(1))
+
+
+def test_the_main_job_at_the_idle_speed_lands_within_1_5x_of_its_measured_time():
+    """bench/README's measured training seconds of the main job (idle two-core machine, bf16 path)
+    against the dry run's estimate for the main job's config at the probe's idle reading."""
+    from harness.preflight import preflight
+
+    cfg = resolve(None, BF16)
+    plan = preflight(cfg, environment=False)
+    times, speed = estimate_cell(cfg, plan.algorithm, 0, {}, fake_speed(1.0))
+    measured = _bench_main_job_seconds()
+    assert measured / 1.5 <= times.training <= measured * 1.5
+    assert speed.gflops == {"bfloat16": REFERENCE_GFLOPS["bfloat16"]}
+    # the replay is counted on the 3 steps that replay (beta 0 at step 1), none for grpo
+    assert times.replay == pytest.approx(9.8)
+    grpo = resolve(None, BF16 + [("algo", "grpo")])
+    assert estimate_cell(grpo, preflight(grpo, environment=False).algorithm, 0, {}, fake_speed(1.0))[0].replay == 0
+
+
+def test_dry_run_of_the_main_job_says_what_would_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(dry_run_estimate, "measure_speed", fake_speed(0.5))  # a machine at half its idle speed
+    assert cli.main(["run", "--dry-run", "--output.root", str(tmp_path), "--model.dtype", "bfloat16",
+                     "--model.train_dtype", "bfloat16"]) == 0
     out = capsys.readouterr().out
     assert "cell: task ifollow, algorithm mrtpo, model smollm2-135m, seed 0, backend local" in out
     assert f"record: {tmp_path}/ifollow/mrtpo/smollm2-135m/seed0 (new)" in out
@@ -39,8 +95,24 @@ def test_dry_run_of_the_main_job_says_what_would_run(tmp_path, capsys):
     assert "effective beta per step: 0 0.25 0.5 0.5" in out
     assert ("end-of-run benchmarks: ifollow-heldout (8 cases, at most 128 tokens each; ifollow-heldout: 8 cases "
             "of up to 128 tokens)") in out
-    assert "expected time: about 2.2 min of training for 4 step(s) + 6 s of evaluation" in out
+    # twice the idle main job's 67.6 s, and twice its 6 s of evaluation
+    assert "expected time: about 2.3 min of training for 4 step(s) + 12 s of evaluation at this machine's present" in out
+    assert "this machine now: 450 GFLOP/s in bfloat16 (idle reference 900) at 2 thread(s), as the fake says" in out
+    assert "the run re-estimates from its own steps as they are timed, after its first step" in out
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_dry_run_measures_the_machine_quickly_without_loading_weights(monkeypatch, capsys):
+    """The real probe: a positive figure at the thread count the run would use, no model loaded."""
+    from harness import models
+
+    def no_loading(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(models, "load_model", no_loading)
+    assert cli.main(["run", "--dry-run", "--model", "tiny-random", "--schedule.steps", "1"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("this machine now: "))
+    assert float(line.split()[3]) > 0 and " thread(s), " in line
 
 
 def test_dry_run_of_a_full_recipe_says_what_its_evaluation_will_cost(capsys):
