@@ -225,6 +225,8 @@ def algorithm_named(argv: Sequence[str]) -> str | None:
 def build_parser(help_algorithm: str | None = None, with_config_fields: bool = False) -> argparse.ArgumentParser:
     """``with_config_fields``: list every config field under ``run --help`` and ``config show --help``
     (and the parameters of ``help_algorithm``)."""
+    from harness.config import MODEL_DTYPES, ROLLOUT_ATTENTIONS
+
     parser = argparse.ArgumentParser(prog="mrbench", description="Multi-reward RL benchmark harness")
     sub = parser.add_subparsers(dest="command", required=True)
     epilog = config_epilog(help_algorithm) if with_config_fields else None
@@ -286,10 +288,11 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     ev.add_argument("--max-new-tokens", type=int, default=None, help="longest generated response with --model "
                     "(default: the benchmark's own, e.g. 1024 for text-to-SQL; for a run record, its "
                     "schedule.eval_max_new_tokens)")
-    ev.add_argument("--dtype", help="with --model: the precision to decode in (auto, bfloat16, float32; default: "
-                    "a record's own, else the config's model.dtype)")
-    ev.add_argument("--attention", help="with --model: the attention implementation (backend.local.rollout_attention:"
-                    " auto, grouped_matmul, default, sdpa, eager; default: a record's own, else the config's)")
+    ev.add_argument("--dtype", choices=MODEL_DTYPES, metavar="DTYPE", help="with --model: the precision to decode "
+                    f"in, model.dtype: {', '.join(MODEL_DTYPES)} (default: a record's own, else the config's)")
+    ev.add_argument("--attention", choices=ROLLOUT_ATTENTIONS, metavar="NAME", help="with --model: the attention "
+                    f"implementation, backend.local.rollout_attention: {', '.join(ROLLOUT_ATTENTIONS)} (default: a "
+                    "record's own, else the config's)")
     ev.add_argument("--max-minutes", type=float, default=DEFAULT_MAX_MINUTES,
                     help="with --model: estimate each benchmark's generation time on this machine first and "
                          f"refuse to start one estimated to take longer (default {DEFAULT_MAX_MINUTES:g}; 0: no "

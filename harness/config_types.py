@@ -1,8 +1,8 @@
 """Typed dataclasses from nested mappings, with errors that name the field.
 
 ``setting(default, help=..., gt=...)`` (from :mod:`mrbench_core.fields`) declares a config field,
-its one-line description (shown by ``mrbench run --help``) and its allowed range (checked by
-:func:`checked` in the section's ``__post_init__``); ``build(cls, data)`` checks every value against the field's annotation
+its one-line description (shown by ``mrbench run --help``) and its allowed range or ``choices``
+(checked by :func:`checked` in the section's ``__post_init__``); ``build(cls, data)`` checks every value against the field's annotation
 (``optim.lr: expected a number, got 'fast'``) and rejects unknown fields with the list of known
 ones, or with the field's new place for a field that moved (``moved``).
 """
@@ -25,8 +25,8 @@ class ConfigError(ValueError):
 
 
 def checked(obj: Any, section: str) -> None:
-    """Every bounded field of run-config section ``obj`` within its declared range, else a
-    :class:`ConfigError` naming ``section.field`` and the range (called from ``__post_init__``)."""
+    """Every bounded field of run-config section ``obj`` within its declared range or choices, else
+    a :class:`ConfigError` naming ``section.field`` and what it allows (called from ``__post_init__``)."""
     check_bounds(obj, section, ConfigError)
 
 

@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from harness.config import DTYPE_NAMES, TRAIN_DTYPES
+
 EMBEDDED_SMOLLM2 = "smollm2-135m"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TINY_PREFIX = "tiny-random"
@@ -106,8 +108,7 @@ def bf16_supported(device: torch.device) -> bool:
     return False
 
 
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-           "float16": torch.float16, "fp16": torch.float16}
+_DTYPES = {name: getattr(torch, full) for name, full in DTYPE_NAMES.items()}  # model.dtype's names
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
@@ -124,8 +125,6 @@ def resolve_train_dtype(name: str, device: torch.device) -> torch.dtype:
     matrix products under autocast, float32 master weights, gradients and optimiser state);
     ``auto`` picks it where the device computes bf16 natively (:func:`bf16_supported`, the probe
     of the rollout's ``auto``) and float32 elsewhere, where emulated bf16 would be slower."""
-    from harness.config import TRAIN_DTYPES
-
     if name not in TRAIN_DTYPES:
         raise ModelError(f"model.train_dtype: unknown {name!r}; known: {', '.join(TRAIN_DTYPES)} (the master "
                          f"weights are always float32)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import typing
 
 import pytest
 
@@ -82,3 +83,82 @@ def test_cli_refuses_before_any_model_loads(backend, flag, value, field):
     assert "RC 2 False" in out.stdout, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"mrbench run: {field}: must be"), out.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# string options with a fixed set of values: refused at parse, the allowed values listed
+
+CHOICE_FIELDS = [  # (dotted path, the tuple the code that uses the value imports)
+    ("model.dtype", C.MODEL_DTYPES), ("model.train_dtype", C.TRAIN_DTYPES),
+    ("backend.local.generator", C.GENERATORS), ("backend.local.rollout_attention", C.ROLLOUT_ATTENTIONS),
+    ("backend.local.replay_batching", C.REPLAY_BATCHING), ("backend.local.replay_head", C.REPLAY_HEADS),
+]
+
+
+def _declared_choices(cls: type, prefix: str = "") -> dict[str, tuple]:
+    out = {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            out.update(_declared_choices(hints[f.name], f"{prefix}{f.name}."))
+        elif f.metadata.get("choices"):
+            out[f"{prefix}{f.name}"] = f.metadata["choices"]
+    return out
+
+
+def test_the_choice_fields_are_declared_with_the_tuples_their_users_import():
+    declared = _declared_choices(RunConfig)
+    assert declared == dict(CHOICE_FIELDS)
+    defaults = RunConfig().to_dict()
+    for dotted, allowed in declared.items():  # every default is one of its own choices
+        section, _, name = dotted.rpartition(".")
+        node = defaults
+        for part in section.split("."):
+            node = node[part]
+        assert node[name] in allowed, dotted
+
+
+@pytest.mark.parametrize("dotted, allowed", CHOICE_FIELDS)
+def test_a_value_not_among_the_choices_is_refused_listing_them(dotted, allowed):
+    with pytest.raises(ConfigError) as err:
+        resolve(None, [(dotted, "bogus")])
+    assert str(err.value) == f"{dotted}: must be one of: {', '.join(allowed)}; got 'bogus'"
+    for value in allowed:  # and every allowed value passes
+        resolve(None, [(dotted, value)])
+
+
+def test_run_help_lists_the_choices(capsys):
+    from harness import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.strip().startswith("--backend.local.replay_head ")]
+    assert line.endswith("[one of: model, float32, auto]")
+
+
+def test_a_bad_choice_exits_2_before_a_record_or_torch(tmp_path):
+    """``mrbench run --backend.local.replay_head bogus``: exit 2, one line listing the allowed values,
+    no record folder under the working directory, and torch never imported."""
+    code = ("import sys; from harness.cli import main; "
+            "rc = main(['run', '--model', 'tiny-random', '--backend.local.replay_head', 'bogus']); "
+            "print('RC', rc, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert "RC 2 False" in out.stdout, out.stdout + out.stderr
+    assert out.stderr.strip() == ("mrbench run: backend.local.replay_head: must be one of: model, float32, auto; "
+                                  "got 'bogus'")
+    assert list(tmp_path.iterdir()) == []  # no results/ folder, no record
+
+
+@pytest.mark.parametrize("flag", ["--dtype", "--attention"])
+def test_eval_refuses_a_bad_dtype_or_attention_at_parse(flag, capsys, tmp_path):
+    from harness import cli
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(["eval", "ifollow-heldout", "--model", "tiny-random", "--out", str(tmp_path / "e"), flag, "bogus"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    allowed = C.MODEL_DTYPES if flag == "--dtype" else C.ROLLOUT_ATTENTIONS
+    assert "invalid choice: 'bogus'" in err and all(repr(v) in err for v in allowed)
+    assert not (tmp_path / "e").exists()

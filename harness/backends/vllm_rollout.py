@@ -128,9 +128,10 @@ def choose_generator(requested: str, dtype: torch.dtype | None = None) -> str:
     """``"vllm"`` or ``"transformers"`` for ``backend.local.generator``: "auto" picks vLLM only when a
     CUDA GPU is present and vLLM imports (on CPU it keeps transformers' generate without importing
     vLLM); "vllm" where vLLM cannot run raises :class:`VLLMError` saying what is missing."""
-    known = ("auto", "transformers", "vllm")
-    if requested not in known:
-        raise ValueError(f"unknown backend.local.generator={requested!r}; known: {', '.join(known)}")
+    from harness.config import GENERATORS  # the run config refuses any other at parse
+
+    if requested not in GENERATORS:
+        raise ValueError(f"unknown backend.local.generator={requested!r}; known: {', '.join(GENERATORS)}")
     if requested == "transformers" or (requested == "auto" and not torch.cuda.is_available()):
         return "transformers"
     missing = vllm_missing(dtype)
