@@ -44,7 +44,6 @@ def local_step(cfg: Any, task: Any, model_dir: Path, dump: dict[str, Any], algo_
     from transformers import AutoModelForCausalLM
 
     from algorithms import get_algorithm
-    from harness.backends.algo_step import plan_step, step_advantages
     from harness.backends.openrlhf.labels import decode_label
     from harness.backends.openrlhf.prompts import load_tokenizer
     from harness.backends.rollout import Rollout, batch_tensors, decode_response, reward_lows
@@ -52,6 +51,7 @@ def local_step(cfg: Any, task: Any, model_dir: Path, dump: dict[str, Any], algo_
     from harness.models import chat_prompt_ids
     from harness.replay import ReplayEngine
     from harness.replay_builders import ReplayResult, replay_for
+    from harness.step import plan_step, step_advantages
     from harness.step_diagnostics import column_names
 
     tok = load_tokenizer(str(model_dir))
@@ -116,9 +116,9 @@ def openrlhf_advantages(cfg: Any, task: Any, dump: dict[str, Any], algo_name: st
     forward pass (the experience maker's path: its batch, the driver-side replay kinds, the frame
     writing): ``[B, T]`` read back from the frames, and the replay result."""
     from algorithms import get_algorithm
-    from harness.backends.algo_step import plan_step
     from harness.backends.openrlhf.step import compute_advantages, step_batch, write_advantages
     from harness.replay_builders import replay_for
+    from harness.step import plan_step
     from mrbench_core.replay_kinds import WITHOUT_FORWARD
 
     algo = get_algorithm(algo_name, **(params or {}))

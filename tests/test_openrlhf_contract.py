@@ -269,11 +269,11 @@ def _counted(fn, counts, key):
 @pytest.mark.parametrize("algo", ["grpo", "gdpo", "mrtpo", "mrtpo-joint", "mrtpo-oracle", "cort"])
 def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, algo, monkeypatch):
     from algorithms import get_algorithm
-    from harness.backends.algo_step import step_advantages
     from harness.backends.openrlhf import step as orl_step
     from harness.backends.rollout import batch_tensors, reward_lows, rollouts_for
     from harness.config import SamplingConfig
     from harness.replay_builders import ReplayResult
+    from harness.step import step_advantages
     from tasks.registry import make_task
 
     register()

@@ -10,13 +10,13 @@ from toy_task import tiny_config, train_run
 
 from algorithms import Advantages, RolloutBatch, get_algorithm
 from algorithms.mrtpo import MRTPO
-from harness.backends.algo_step import plan_step, step_advantages
 from harness.backends.rollout import Rollout
 from harness.backends.update import PolicyUpdate, Reference
 from harness.config import OptimConfig
 from harness.credit import store
 from harness.models import load_model
 from harness.replay_builders import ReplayResult
+from harness.step import plan_step, step_advantages
 from mrbench_core.replay_kinds import ReplayRequest
 from tasks.base import Example
 

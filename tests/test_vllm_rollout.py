@@ -18,10 +18,11 @@ import pytest
 import torch
 from toy_task import ToyTask, tiny_config
 
-from harness.backends.local import LocalBackend, _step_seed
+from harness.backends.local import LocalBackend
 from harness.backends.vllm_rollout import VLLMError, VLLMGenerator, choose_generator, load_into
 from harness.config import SamplingConfig
 from harness.records import RunRecord
+from harness.step import step_seed as _step_seed
 
 EOS = [2, 1]  # two end-of-turn ids, as in chat models with <|im_end|> and <eos>
 

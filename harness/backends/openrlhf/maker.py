@@ -24,11 +24,11 @@ from typing import Any
 import ray
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 
-from harness.backends.algo_step import plan_step
 from harness.backends.openrlhf.cell import CellSpec
 from harness.backends.openrlhf.shards import ReplaySettings, ShardResult, make_shards, merge_shards
 from harness.backends.openrlhf.step import StepBatch, compute_advantages, step_batch, write_advantages
 from harness.replay_builders import replay_for
+from harness.step import plan_step
 from mrbench_core.replay_kinds import WITHOUT_FORWARD
 
 

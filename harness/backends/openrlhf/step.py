@@ -18,12 +18,12 @@ from typing import Any
 
 from torch import Tensor
 
-from harness.backends.algo_step import StepPlan, step_advantages
 from harness.backends.openrlhf.frame import scatter_rows, split_sequence
 from harness.backends.openrlhf.labels import decode_label
 from harness.backends.rollout import Rollout, batch_tensors, reward_lows
 from harness.backends.step_metrics import UpdateStats, step_row
 from harness.replay_builders import ReplayResult
+from harness.step import StepPlan, step_advantages
 
 
 class StepError(ValueError):

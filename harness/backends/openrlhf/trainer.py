@@ -47,9 +47,8 @@ def unwrapped_model(actor: Any) -> Any:
 class MRPolicyActorImpl(_ActorBase):
     def init_model_from_pretrained(self, strategy, pretrain, max_steps=None, vllm_engines=None):
         from harness.backends.loss import PolicyObjective
-        from harness.backends.openrlhf.update import adopt
-
         from harness.backends.openrlhf.failures import wait_for_engines
+        from harness.backends.openrlhf.update import adopt
 
         wait_for_engines(vllm_engines)  # before OpenRLHF's weight-sync rendezvous with them
         out = super().init_model_from_pretrained(strategy, pretrain, max_steps, vllm_engines)
