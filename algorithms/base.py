@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from mrbench_core.fields import check_value
 from mrbench_core.replay_kinds import ReplayRequest
 
 __all__ = ["Advantages", "Algorithm", "ConfigError", "ReplayRequest", "RolloutBatch"]
@@ -162,14 +163,28 @@ def make_config(config_cls: type, algorithm: str, kwargs: Mapping[str, Any],
 
 
 def build_config(config_cls: type, algorithm: str, kwargs: Mapping[str, Any]) -> Any:
-    """``config_cls(**kwargs)`` with numbers parsed as :func:`_number` does; a check that fails on
-    a value of the wrong type is a :class:`ConfigError` naming the algorithm."""
+    """``config_cls(**kwargs)`` with numbers parsed as :func:`_number` does and each given value
+    checked against what its field declares (``setting(ge=..., lt=..., choices=...)``: the one
+    place an algorithm parameter's range is written) before the config's own ``__post_init__``
+    runs, which is left the constraints between fields. Every error is a :class:`ConfigError`
+    naming the algorithm and, for one field, ``--algo.KEY``:
+    ``algorithm 'mrtpo': --algo.beta: must be >= 0 and < 1, got 2.0``."""
     hints = typing.get_type_hints(config_cls)
-    values = {k: _number(v, hints.get(k), f"algorithm {algorithm!r}: --algo.{k}") for k, v in kwargs.items()}
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    values = {}
+    for key, value in kwargs.items():
+        where = f"algorithm {algorithm!r}: --algo.{key}"
+        values[key] = _number(value, hints.get(key), where)
+        if key in fields:
+            check_value(fields[key], values[key], where, ConfigError)
     try:
         return config_cls(**values)
     except TypeError as exc:  # a check comparing a value of the wrong type
         raise ConfigError(f"algorithm {algorithm!r}: {exc}") from None
+    except ConfigError as exc:  # a constraint between fields, checked by the config's __post_init__
+        message = str(exc)
+        raise ConfigError(message if message.startswith("algorithm ") else f"algorithm {algorithm!r}: {message}") \
+            from None
 
 
 def _number(value: Any, tp: Any, where: str) -> Any:

@@ -34,10 +34,13 @@ from algorithms.base import (
     masked_mean,
     smoothstep,
 )
-from algorithms.gdpo import GDPO
+from algorithms.gdpo import GDPO, RESCALE_MODES
 from algorithms.grpo import GRPO
 from algorithms.registry import ALGORITHMS
 from mrbench_core.fields import setting
+
+#: ``aggregate`` values: the response-level advantage the token weights apply to
+AGGREGATES = ("gdpo", "grpo")
 
 
 @dataclass
@@ -48,20 +51,18 @@ class CoRTConfig:
 
     tau: float = setting(1.0, help="slope of the sigmoid of the log-prob change delta_t")
     bias: float = setting(0.0, help="centre of that sigmoid")
-    eta: float = setting(1.0, help="strength of the token weighting, in [0, 2) (every weight stays positive)")
-    warmup_steps: int = setting(0, help="steps before the token weighting starts (lambda = 0)")
-    ramp_steps: int = setting(10, help="steps over which lambda then rises linearly to 1")
-    aggregate: str = setting("gdpo", help="the advantage the weights apply to: gdpo or grpo")
-    eps: float = setting(1e-6, help="epsilon of that aggregator's group z-score")
-    rescale: str = setting("paper", help="gdpo's batch rescale: paper, verl, trl or none")
-    rescale_eps: float | None = setting(None, help="epsilon of gdpo's batch rescale; null: the mode's own")
+    eta: float = setting(1.0, help="strength of the token weighting (below 2, every weight stays positive)",
+                         ge=0, lt=2, why="so that every weight stays positive")
+    warmup_steps: int = setting(0, help="steps before the token weighting starts (lambda = 0)", ge=0)
+    ramp_steps: int = setting(10, help="steps over which lambda then rises linearly to 1", ge=0)
+    aggregate: str = setting("gdpo", help="the advantage the weights apply to", choices=AGGREGATES)
+    eps: float = setting(1e-6, help="epsilon of that aggregator's group z-score", ge=0)
+    rescale: str = setting("paper", help="gdpo's batch rescale", choices=RESCALE_MODES)
+    rescale_eps: float | None = setting(None, help="epsilon of gdpo's batch rescale; null: the mode's own", ge=0)
 
-    def __post_init__(self) -> None:
-        check(self.aggregate in ("gdpo", "grpo"), f"aggregate must be 'gdpo' or 'grpo', got {self.aggregate!r}")
-        check(0.0 <= self.eta < 2.0, f"eta must be in [0, 2) so that every weight stays positive, got {self.eta}")
-        check(self.warmup_steps >= 0 and self.ramp_steps >= 0, "warmup_steps and ramp_steps must be >= 0")
+    def __post_init__(self) -> None:  # a constraint between fields; each field's range is declared above
         check(self.aggregate == "gdpo" or (self.rescale == "paper" and self.rescale_eps is None),
-              "rescale / rescale_eps apply only to aggregate='gdpo' (GRPO has no batch rescale)")
+              "--algo.rescale / --algo.rescale_eps apply only to --algo.aggregate gdpo (GRPO has no batch rescale)")
 
 
 def cort_weights(delta: Tensor, mask: Tensor, tau: float, bias: float, strength: float) -> Tensor:

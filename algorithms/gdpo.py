@@ -39,7 +39,6 @@ from algorithms.base import (
     ConfigError,
     RolloutBatch,
     broadcast_to_tokens,
-    check,
     finite_or_nan,
     group_standardise,
     masked_mean,
@@ -77,16 +76,17 @@ class AggregateConfig:
     rescale_eps: epsilon of the rescale; None = the mode's default (paper 1e-6, verl 1e-8, trl 1e-4).
     """
 
-    eps: float = setting(1e-6, help="epsilon of Eq. 1's per-reward group z-score (GDPO's verl value; TRL: 1e-4)")
-    rescale: str = setting("paper", help="batch rescale of the summed advantage: paper (Eq. 2: S / std_B(S)), "
-                                         "verl, trl or none")
+    eps: float = setting(1e-6, help="epsilon of Eq. 1's per-reward group z-score (GDPO's verl value; TRL: 1e-4)",
+                         ge=0)
+    rescale: str = setting("paper", help="batch rescale of the summed advantage (paper: Eq. 2, S / std_B(S))",
+                           choices=RESCALE_MODES)
     rescale_eps: float | None = setting(None, help="epsilon of the batch rescale; null: the mode's own (paper "
-                                                   "1e-6, verl 1e-8, trl 1e-4)")
+                                                   "1e-6, verl 1e-8, trl 1e-4)", ge=0)
 
     def __post_init__(self) -> None:
-        check(self.rescale in RESCALE_MODES, f"rescale must be one of {RESCALE_MODES}, got {self.rescale!r}")
-        check(self.eps >= 0, f"eps must be >= 0, got {self.eps}")
-        check(self.rescale_eps is None or self.rescale_eps >= 0, "rescale_eps must be >= 0")
+        """Where a subclass checks a constraint between its fields (``super().__post_init__()``
+        first); each field's own range is declared with ``setting(ge=..., choices=...)`` and checked
+        by :func:`algorithms.base.build_config`."""
 
     @property
     def effective_rescale_eps(self) -> float:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from algorithms.base import Algorithm, ConfigError, RolloutBatch, broadcast_to_tokens, check, group_standardise
+from algorithms.base import Algorithm, ConfigError, RolloutBatch, broadcast_to_tokens, group_standardise
 from algorithms.registry import ALGORITHMS
 from algorithms.weights import WeightsError, normalise_weights, weights_at
 from mrbench_core.fields import setting
@@ -27,13 +27,12 @@ class GRPOConfig:
     weights: c_k of the summed reward: a list (one per reward column), or reward name -> number or
     schedule over steps (constant, linear, cosine, step; :mod:`algorithms.weights`); None = all 1."""
 
-    eps: float = setting(1e-6, help="epsilon added to the group std of Eq. 1 (z-score denominator)")
+    eps: float = setting(1e-6, help="epsilon added to the group std of Eq. 1 (z-score denominator)", ge=0)
     weights: tuple[float, ...] | dict[str, Any] | str | None = setting(
         None, help="c_k per reward: a list (one per reward column), or reward name -> number or schedule over "
                    "steps (constant, linear, cosine, step); null: all 1")
 
     def __post_init__(self) -> None:
-        check(self.eps >= 0, f"eps must be >= 0, got {self.eps}")
         try:
             self.weights = normalise_weights(self.weights)
         except WeightsError as exc:

@@ -66,7 +66,6 @@ from algorithms.base import (
     ReplayRequest,
     RolloutBatch,
     build_config,
-    check,
     finite_or_nan,
     masked_mean,
     rewards_varying_in_group,
@@ -80,22 +79,18 @@ from mrbench_core.seeds import SHUFFLE, stream_seed
 
 @dataclass
 class MRTPOConfig:
-    """beta: share of each advantage that follows relevance, in [0, 1) (paper: 0.5).
+    """beta: share of each advantage that follows relevance (paper: 0.5).
     warmup_steps: N of the smoothstep warm-up (paper: 10; 0 = none). bound: Eq. 8 on/off.
     require_relevance: make a run whose varying rewards can never be replayed an error (by default
     the backend warns and records it: without relevance MRTPO trains as its aggregator)."""
 
-    beta: float = setting(0.5, help="share of each reward's advantage that follows its token relevance, in [0, 1) "
-                                    "(paper Eq. 6; 0 = GDPO exactly)")
-    warmup_steps: int = setting(10, help="N of the smoothstep warm-up of beta (paper App. D: 10; 0 = none)")
+    beta: float = setting(0.5, help="share of each reward's advantage that follows its token relevance "
+                                    "(paper Eq. 6; 0 = GDPO exactly)", ge=0, lt=1)
+    warmup_steps: int = setting(10, help="N of the smoothstep warm-up of beta (paper App. D: 10; 0 = none)", ge=0)
     bound: bool = setting(True, help="scale the reallocation so each response keeps its advantage's second "
                                      "moment (paper Eq. 8)")
     require_relevance: bool = setting(False, help="make a run whose varying rewards can never be replayed an error "
                                                   "(default: warn, and train as the aggregator)")
-
-    def __post_init__(self) -> None:
-        check(0.0 <= self.beta < 1.0, f"beta must be in [0, 1), got {self.beta}")
-        check(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
 
 
 @dataclass
@@ -169,7 +164,12 @@ class MRTPO(Algorithm):
                               f"{', '.join(sorted(own))} (token weighting), "
                               f"{', '.join(sorted(theirs))} ({self.aggregator_class.name} aggregation)")
         self.config = build_config(self.config_class, self.name, {k: v for k, v in config.items() if k in own})
-        self.aggregator = self.aggregator_class(**{k: v for k, v in config.items() if k in theirs})
+        try:  # the aggregator's parameters are checked as its own, and reported as this algorithm's
+            self.aggregator = self.aggregator_class(**{k: v for k, v in config.items() if k in theirs})
+        except ConfigError as exc:
+            theirs_prefix = f"algorithm {self.aggregator_class.name!r}: "
+            message = str(exc).removeprefix(theirs_prefix)
+            raise ConfigError(f"algorithm {self.name!r}: {message}") from None
 
     def config_dict(self) -> dict[str, Any]:
         return {**self.aggregator.config_dict(), **dataclasses.asdict(self.config)}

@@ -31,29 +31,28 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from algorithms.base import Advantages, Algorithm, ReplayRequest, RolloutBatch, check
+from algorithms.base import Advantages, Algorithm, ReplayRequest, RolloutBatch
 from algorithms.grpo import GRPO
 from algorithms.registry import ALGORITHMS
 from algorithms.relevance import LOGPROB_FLOOR, default_chunk_size
 from mrbench_core.fields import setting
 
+#: ``advantage`` values: pure distillation, or GRPO's advantages added
+ADVANTAGES = ("none", "grpo")
+
 
 @dataclass
 class OPSDConfig:
-    """jsd_beta: the generalised JSD's mixing weight in [0, 1] (``beta`` before; ``--algo.beta`` is
+    """jsd_beta: the generalised JSD's mixing weight (``beta`` before; ``--algo.beta`` is
     MRTPO's); loss_coef: multiplier of the loss; advantage: "none" or "grpo"; chunk_size:
     positions per chunk of the loss (None = automatic)."""
 
-    jsd_beta: float = setting(0.5, help="mixing weight of the generalised Jensen-Shannon divergence, in [0, 1] "
-                                        "(0: forward KL, 1: reverse KL)")
+    jsd_beta: float = setting(0.5, help="mixing weight of the generalised Jensen-Shannon divergence "
+                                        "(0: forward KL, 1: reverse KL)", ge=0, le=1)
     loss_coef: float = setting(1.0, help="multiplier of the distillation loss")
-    advantage: str = setting("none", help="none (pure distillation) or grpo (adds GRPO's advantages)")
-    chunk_size: int | None = setting(None, help="positions per chunk of the loss; null: automatic")
-
-    def __post_init__(self) -> None:
-        check(0.0 <= self.jsd_beta <= 1.0, f"jsd_beta must be in [0, 1], got {self.jsd_beta}")
-        check(self.advantage in ("none", "grpo"), f"advantage must be 'none' or 'grpo', got {self.advantage!r}")
-        check(self.chunk_size is None or self.chunk_size >= 1, "chunk_size must be >= 1")
+    advantage: str = setting("none", help="none (pure distillation) or grpo (adds GRPO's advantages)",
+                             choices=ADVANTAGES)
+    chunk_size: int | None = setting(None, help="positions per chunk of the loss; null: automatic", ge=1)
 
 
 def _kl(log_a: Tensor, log_b: Tensor) -> Tensor:

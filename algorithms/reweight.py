@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from algorithms.base import RolloutBatch, check, group_stats
-from algorithms.gdpo import Aggregate, AggregateConfig, Reweighter
+from algorithms.gdpo import RESCALE_MODES, Aggregate, AggregateConfig, Reweighter
 from algorithms.registry import ALGORITHMS
 from mrbench_core.fields import setting
 
@@ -103,11 +103,7 @@ class SAW(Reweighter):
 class DARAConfig(AggregateConfig):
     """cap: the largest boost lambda_k of a sparse reward's positive advantages."""
 
-    cap: float = setting(3.0, help="largest boost lambda_k of a sparse reward's positive advantages (>= 1)")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check(self.cap >= 1.0, f"cap must be >= 1, got {self.cap}")
+    cap: float = setting(3.0, help="largest boost lambda_k of a sparse reward's positive advantages", ge=1)
 
 
 @ALGORITHMS.register("dara")
@@ -146,8 +142,8 @@ class DARA(Reweighter):
 class DVAOConfig(AggregateConfig):
     """DVAO uses eps 1e-8 and no batch rescale by default."""
 
-    eps: float = setting(1e-8, help="epsilon of the per-reward group z-score (DVAO: 1e-8)")
-    rescale: str = setting("none", help="batch rescale of the summed advantage (DVAO: none); paper, verl, trl")
+    eps: float = setting(1e-8, help="epsilon of the per-reward group z-score (DVAO: 1e-8)", ge=0)
+    rescale: str = setting("none", help="batch rescale of the summed advantage (DVAO: none)", choices=RESCALE_MODES)
 
 
 @ALGORITHMS.register("dvao")
@@ -184,8 +180,8 @@ class GD2POConfig(AggregateConfig):
     """sign_tol: |A_k| <= sign_tol counts as no sign. Default rescale: whitening over the kept
     responses ("trl": (S - mean) / (std + 1e-4))."""
 
-    rescale: str = setting("trl", help="batch rescale over the kept responses (GD2PO: trl whitening); paper, "
-                                       "verl, none")
+    rescale: str = setting("trl", help="batch rescale over the kept responses (GD2PO: trl whitening)",
+                           choices=RESCALE_MODES)
     sign_tol: float = setting(0.0, help="|A_k| at or below this counts as no sign")
 
 
@@ -221,16 +217,15 @@ class SAMRPOConfig(AggregateConfig):
     """alpha: the largest discount (a saturated reward keeps weight 1 - alpha).
     low / high: per-reward ranges for the saturation; None = the batch's observed min / max."""
 
-    alpha: float = setting(0.5, help="largest discount, in [0, 1]: a saturated reward keeps weight 1 - alpha")
+    alpha: float = setting(0.5, help="largest discount: a saturated reward keeps weight 1 - alpha", ge=0, le=1)
     low: tuple[float, ...] | None = setting(None, help="per-reward lower ends of the saturation; null: the batch's "
                                                        "observed min")
     high: tuple[float, ...] | None = setting(None, help="per-reward upper ends of the saturation; null: the "
                                                         "batch's observed max")
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        check(0.0 <= self.alpha <= 1.0, f"alpha must be in [0, 1], got {self.alpha}")
-        check((self.low is None) == (self.high is None), "low and high must be given together")
+        super().__post_init__()  # a constraint between fields; each field's range is declared above
+        check((self.low is None) == (self.high is None), "--algo.low and --algo.high must be given together")
 
 
 @ALGORITHMS.register("sa-mrpo")

@@ -37,7 +37,7 @@ def test_cort_on_toolcall_exits_2_before_loading_a_model(tmp_path):
     ([("task", "ifollow"), ("algo", "cort")], None),  # ifollow's rubric is in the prompt
     ([("task", "text2sql"), ("algo", "cort")], "needs a prompt without its rubric"),
     ([("algo", "nosuch")], "unknown algorithm 'nosuch'"),
-    ([("algo.beta", "2.0")], "beta must be in"),
+    ([("algo.beta", "2.0")], r"--algo.beta: must be >= 0 and < 1, got 2.0"),
     ([("backend", "nosuch")], "unknown backend 'nosuch'"),
     ([("task", "toolcall"), ("schedule.eval_benchmarks", "[ifeval]")], "'ifeval' evaluates task 'ifollow'"),
     ([("task", "toolcall"), ("schedule.eval_benchmarks", "[ifeval]"), ("schedule.eval_other_tasks", "true")], None),

@@ -16,19 +16,16 @@ from dataclasses import dataclass
 
 import torch
 
-from algorithms.base import RolloutBatch, check
+from algorithms.base import RolloutBatch
 from algorithms.gdpo import Aggregate, AggregateConfig, Reweighter
+from mrbench_core.fields import setting
 
 
 @dataclass
 class ClipConfig(AggregateConfig):
     """clip: the largest |A_k| a reward contributes (plus GDPO's eps, rescale and rescale_eps)."""
 
-    clip: float = 2.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check(self.clip > 0, f"clip must be > 0, got {self.clip}")
+    clip: float = setting(2.0, help="the largest |A_k| a reward contributes", gt=0)
 
 
 class ClippedGDPO(Reweighter):
