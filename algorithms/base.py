@@ -21,18 +21,19 @@ import math
 import types
 import typing
 from abc import ABC
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
+from algorithms.results import Advantages, Contributions
 from mrbench_core.fields import check_value
 from mrbench_core.replay_kinds import ReplayRequest
 
-__all__ = ["Advantages", "Algorithm", "ConfigError", "ReplayRequest", "RolloutBatch"]
+__all__ = ["Advantages", "Algorithm", "ConfigError", "Contributions", "ReplayRequest", "RolloutBatch"]
 
 
 class ConfigError(ValueError):
@@ -105,41 +106,6 @@ class RolloutBatch:
     @property
     def num_rewards(self) -> int:
         return self.rewards.shape[1]
-
-
-@dataclass
-class Advantages:
-    """What :meth:`Algorithm.advantages` returns for one batch, from one computation.
-
-    - ``tokens[B,T]``: float32 token advantages, 0 where ``response_mask`` is False;
-    - ``metrics``: the scalars the backend logs as ``algo/<key>``;
-    - ``reward_weights[B,K,T]``: the per-reward token weights when the algorithm has them (MRTPO's
-      Eq. 6 weights ``w``; None otherwise, and for one profile shared by all rewards), which the
-      credit log records, so that nothing is computed a second time for it.
-    - ``internals``: the computation's intermediate quantities, for diagnostics that split the
-      advantage by reward without computing it again (MRTPO: :meth:`~algorithms.mrtpo.MRTPO.compute`'s
-      dict; a reweighter: its ``agg``, ``shift`` and ``scale``); None where there are none.
-
-    ``tokens, metrics = algo.advantages(batch)`` unpacks as the earlier ``(adv, metrics)`` pair did.
-    """
-
-    tokens: Tensor
-    metrics: dict[str, float] = field(default_factory=dict)
-    reward_weights: Tensor | None = None
-    internals: dict[str, Any] | None = None
-
-    def __iter__(self) -> Iterator[Any]:
-        yield self.tokens
-        yield self.metrics
-
-    @classmethod
-    def of(cls, value: Advantages | tuple[Tensor, Mapping[str, float]]) -> Advantages:
-        """``value`` as :class:`Advantages`: a plugin written against the earlier contract may return
-        the ``(tokens, metrics)`` pair."""
-        if isinstance(value, Advantages):
-            return value
-        tokens, metrics = value
-        return cls(tokens, dict(metrics))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -381,6 +347,10 @@ class Algorithm(ABC):
     - ``has_loss``: a loss term of its own (OPSD: ``distillation_loss`` on the teacher replay); its
       coefficient lives in the algorithm's own config, never in the backend's.
 
+    What an algorithm contributes, beside its token advantages: :meth:`contributions`, the split of
+    its advantage over the rewards (the ``adv/<r>/...`` and ``credit/<r>/...`` diagnostics); the
+    default is "no split".
+
     ``name`` is set by the registration (``@ALGORITHMS.register("name")``). Config fields are
     declared with ``setting(default, help=...)`` from :mod:`mrbench_core.fields`, so that
     ``mrbench run --algo NAME --help`` describes each one.
@@ -414,6 +384,14 @@ class Algorithm(ABC):
     def metrics(self, batch: RolloutBatch) -> dict[str, float]:
         """The scalars :meth:`advantages` logs (a backend takes both from one call instead)."""
         return Advantages.of(self.advantages(batch)).metrics
+
+    def contributions(self, batch: RolloutBatch, result: Advantages) -> Contributions | None:
+        """How the token advantage of ``result`` (this algorithm's :meth:`advantages` on ``batch``)
+        splits over the batch's rewards, as :class:`Contributions`; None where it does not (the
+        default: one advantage for the summed reward, as CoRT and OPSD have). A family implements it
+        once and gets the per-reward diagnostics (``adv/<r>/...``; ``credit/<r>/...`` with token
+        weights); it reads what it needs from ``result`` rather than computing it again."""
+        return None
 
     def needs_replay(self, step: int) -> bool:
         """Whether the backend must run the replay at this step (it may skip it when False)."""

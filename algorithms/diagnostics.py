@@ -10,9 +10,11 @@ so a per-constraint reward of instruction following is aggregated by constraint 
 - ``reward/<r>/weight``: the weight c_r in force at this step (algorithms that sum rewards);
 - ``frac_groups_no_signal``: the share of groups in which no reward varies (their advantage is 0);
 - ``adv/<r>/abs_mean`` and ``adv/<r>/mean``: reward r's part of the token advantage, |.| and signed,
-  over the valid tokens of the responses where r applies (:func:`reward_contributions`);
+  over the valid tokens of the responses where r applies, for an algorithm whose
+  :meth:`~algorithms.base.Algorithm.contributions` splits it by reward (:func:`reward_contributions`);
 - ``credit/<r>/replay_share``: the share of (response, r) pairs replayed (relevance computed);
-- MRTPO family, over the replayed pairs: ``credit/<r>/q_mean`` (mean relevance q over valid
+- an algorithm whose split carries per-reward token weights (the MRTPO family), over the replayed
+  pairs whose weights follow relevance: ``credit/<r>/q_mean`` (mean relevance q over valid
   tokens), ``credit/<r>/top80_share`` (the share of a response's tokens that hold 80% of reward r's
   Eq. 6 weight: ceil(0.8 T) / T when uniform, lower when concentrated), and where the verifier reports the
   characters it read, ``credit/<r>/read_mass`` (the share of reward r's credit mass |A_r,t| on the
@@ -22,79 +24,25 @@ so a per-constraint reward of instruction following is aggregated by constraint 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
 
-from algorithms.base import RolloutBatch, group_stats
+from algorithms.base import Advantages, Algorithm, Contributions, RolloutBatch, group_stats
+
+__all__ = ["Contributions", "batch_diagnostics", "name_index", "reward_contributions", "top_mass_share"]
 
 TOP_MASS = 0.8
 
 
-@dataclass
-class Contributions:
-    """Reward k's part of the token advantage, ``per_token[B,K,T]`` (0 off the valid tokens), and,
-    for the MRTPO family, the Eq. 6 weights ``w[B,K,T]`` with ``has[B,K]`` (pairs weighted by
-    relevance); ``weights[K]`` the c_k in force (None for methods without configured weights)."""
-
-    per_token: Tensor
-    w: Tensor | None = None
-    has: Tensor | None = None
-    weights: Tensor | None = None
-
-
-def reward_contributions(algo: Any, batch: RolloutBatch, advantages: Any = None) -> Contributions | None:
-    """How ``algo``'s token advantage splits over rewards, or None where it does not (CoRT, OPSD).
-    ``advantages``: the step's :class:`~algorithms.base.Advantages` for ``batch``, whose
-    ``internals`` are read instead of computing the aggregate (and MRTPO's weights) again.
-
-    - GDPO and reweighters: a_{j,k} = C_k^{(j)} rs_j / scale on every valid token (C_k: the
-      aggregate's contribution, rs: response scale, scale: the batch rescale); the parts sum to the
-      advantage plus the rescale's shift, shift rs_j / scale (0 in the paper's mode).
-    - MRTPO family: a_{j,k} (1 + s (w_{k,t} - 1)), s the Eq. 8 bound scale (a joint profile
-      weights every reward alike); the parts sum to the token advantage (plus the same shift).
-    - GRPO: c_k (r_{j,k} - mean_g(c_k r_k)) / (std_g(S) + eps) with S the weighted sum; the parts sum
-      to the advantage when every reward applies to every response of the group.
-    """
-    from algorithms.gdpo import Reweighter
-    from algorithms.grpo import GRPO, summed_rewards
-    from algorithms.mrtpo import MRTPO
-
-    mask = batch.response_mask
-    m = mask.unsqueeze(1).to(torch.float32)
-    internals = getattr(advantages, "internals", None)
-    if isinstance(algo, MRTPO):
-        out = internals if internals is not None else algo.compute(batch)
-        agg = out["agg"]
-        _, _shift, scale = algo.aggregator.rescaled(agg, mask)
-        a = agg.contributions.to(torch.float32) * agg.response_scale.to(torch.float32).unsqueeze(1) / scale
-        w = out["w"]
-        per_token = a.unsqueeze(-1) * (1.0 + out["s"] * (w - 1.0)) * m
-        weights = algo.aggregator.reward_weights(batch)
-        if w.shape[1] != a.shape[1]:  # one joint profile
-            return Contributions(per_token, weights=weights)
-        return Contributions(per_token, w, out["has"] & (out["beta"] > 0), weights)
-    if isinstance(algo, Reweighter):
-        agg = internals["agg"] if internals is not None else algo.aggregate(batch)
-        _, _shift, scale = algo.rescaled(agg, mask)
-        a = agg.contributions.to(torch.float32) * agg.response_scale.to(torch.float32).unsqueeze(1) / scale
-        return Contributions(a.unsqueeze(-1) * m, weights=algo.reward_weights(batch))
-    if isinstance(algo, GRPO):
-        c = algo.reward_weights(batch)
-        r = batch.rewards.to(torch.float32) * c
-        S = summed_rewards(r)
-        st_s = group_stats(S.unsqueeze(1), batch.group_ids)
-        present = ~torch.isnan(S)
-        r_in = torch.where(present.unsqueeze(1), r, torch.full_like(r, float("nan")))
-        st_r = group_stats(r_in, batch.group_ids)
-        idx = st_s.index
-        a = (r - st_r.mean[idx]) / (st_s.sample_std[idx] + algo.config.eps)
-        ok = ~torch.isnan(r) & present.unsqueeze(1) & st_s.varying[idx]
-        a = torch.where(ok, a, torch.zeros_like(a))
-        return Contributions(a.unsqueeze(-1) * m, weights=c)
-    return None
+def reward_contributions(algo: Algorithm, batch: RolloutBatch,
+                         advantages: Advantages | None = None) -> Contributions | None:
+    """``algo``'s :meth:`~algorithms.base.Algorithm.contributions` on ``batch``: how its token advantage
+    splits over the rewards, or None where it does not (CoRT, OPSD). ``advantages``: the step's
+    :class:`~algorithms.base.Advantages` for ``batch``, which the split reads instead of computing
+    the advantages again; computed here when not given. Each family's formula is its method's."""
+    result = advantages if advantages is not None else Advantages.of(algo.advantages(batch))
+    return algo.contributions(batch, result)
 
 
 def name_index(names_per_response: Sequence[Sequence[str]], K: int) -> tuple[Tensor, list[str]]:
@@ -148,7 +96,7 @@ def batch_diagnostics(batch: RolloutBatch, name_ids: Tensor, names: Sequence[str
         replayed = (torch.isfinite(relevance) | ~valid).all(-1) & mask.any(-1, keepdim=True) & present
     tokens = mask.sum(-1).to(torch.float32)  # [B]
     c = contributions
-    top = top_mass_share(c.w, mask) if c is not None and c.w is not None else None
+    top = top_mass_share(c.token_weights, mask) if c is not None and c.token_weights is not None else None
     for i, name in enumerate(names):
         pairs = present & (name_ids == i)  # [B,K]
         cells = has_cell & (cell_name == i)
@@ -162,16 +110,16 @@ def batch_diagnostics(batch: RolloutBatch, name_ids: Tensor, names: Sequence[str
         out[f"credit/{name}/replay_share"] = float(replayed[pairs].float().mean())
         if c is None:
             continue
-        if c.weights is not None:
+        if c.reward_weights is not None:
             cols = pairs.any(0)
-            out[f"reward/{name}/weight"] = float(c.weights.to(torch.float32)[cols].mean())
+            out[f"reward/{name}/weight"] = float(c.reward_weights.to(torch.float32)[cols].mean())
         pt = c.per_token * pairs.unsqueeze(-1)
         n_tok = float((tokens.unsqueeze(1) * pairs).sum())
         out[f"adv/{name}/abs_mean"] = float(pt.abs().sum()) / max(n_tok, 1.0)
         out[f"adv/{name}/mean"] = float(pt.sum()) / max(n_tok, 1.0)
-        if c.w is None or c.has is None:
+        if c.token_weights is None or c.relevance_weighted is None:
             continue
-        weighted = pairs & c.has & replayed if relevance is not None else pairs & c.has
+        weighted = pairs & c.relevance_weighted & replayed if relevance is not None else pairs & c.relevance_weighted
         if not bool(weighted.any()):
             continue
         if relevance is not None:

@@ -27,7 +27,7 @@ its per-token reallocation, so beta = 0 gives GDPO exactly.
 from __future__ import annotations
 
 from abc import abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -37,6 +37,7 @@ from algorithms.base import (
     Advantages,
     Algorithm,
     ConfigError,
+    Contributions,
     RolloutBatch,
     broadcast_to_tokens,
     finite_or_nan,
@@ -65,6 +66,22 @@ class Aggregate:
     def uniform(self) -> Tensor:
         """S^{(j)} = sum_k contributions[j, k]."""
         return self.contributions.sum(dim=1)
+
+    def reward_parts(self, scale: Tensor) -> Tensor:
+        """[B,K] float32: a_{j,k} = C_k^{(j)} rs_j / scale, reward k's part of response j's advantage
+        after the batch rescale's division (before its shift)."""
+        return self.contributions.to(torch.float32) * self.response_scale.to(torch.float32).unsqueeze(1) / scale
+
+
+@dataclass
+class ReweightedAdvantages(Advantages):
+    """:class:`~algorithms.base.Advantages` of a response-level method, with the aggregate and the
+    batch rescale they came from (0-d tensors ``shift`` and ``scale``), which its per-reward split
+    reads instead of computing them again."""
+
+    aggregate: Aggregate = field(kw_only=True)
+    shift: Tensor = field(kw_only=True)
+    scale: Tensor = field(kw_only=True)
 
 
 @dataclass
@@ -166,7 +183,18 @@ class Reweighter(Algorithm):
         weights = self.reward_weights(batch)
         if weights is not None:
             out.update({f"reward_weight_{k}": finite_or_nan(w) for k, w in enumerate(weights.tolist())})
-        return Advantages(adv, out, internals={"agg": agg, "shift": shift, "scale": scale})
+        return ReweightedAdvantages(adv, out, aggregate=agg, shift=shift, scale=scale)
+
+    def contributions(self, batch: RolloutBatch, result: Advantages) -> Contributions:
+        """a_{j,k} = C_k^{(j)} rs_j / scale on every valid token of response j: the parts sum to the
+        advantage plus the rescale's shift, shift rs_j / scale (0 in the paper's mode)."""
+        if isinstance(result, ReweightedAdvantages):
+            agg, scale = result.aggregate, result.scale
+        else:  # a subclass whose advantages() returns plain Advantages
+            agg = self.aggregate(batch)
+            scale = self.rescaled(agg, batch.response_mask)[2]
+        m = batch.response_mask.unsqueeze(1).to(torch.float32)
+        return Contributions(agg.reward_parts(scale).unsqueeze(-1) * m, reward_weights=self.reward_weights(batch))
 
 
 @dataclass

@@ -15,7 +15,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from algorithms.base import Algorithm, ConfigError, RolloutBatch, broadcast_to_tokens, group_standardise
+from algorithms.base import (
+    Advantages,
+    Algorithm,
+    ConfigError,
+    Contributions,
+    RolloutBatch,
+    broadcast_to_tokens,
+    group_standardise,
+    group_stats,
+)
 from algorithms.registry import ALGORITHMS
 from algorithms.weights import WeightsError, normalise_weights, weights_at
 from mrbench_core.fields import setting
@@ -66,3 +75,21 @@ class GRPO(Algorithm):
 
     def token_advantages(self, batch: RolloutBatch) -> Tensor:  # logs the default mean |A|
         return broadcast_to_tokens(self.response_advantages(batch), batch.response_mask)
+
+    def contributions(self, batch: RolloutBatch, result: Advantages) -> Contributions:
+        """c_k (r_{j,k} - mean_g(c_k r_k)) / (std_g(S) + eps) on every valid token, S the weighted sum
+        (the mean over the group's responses with some reward present): the parts sum to the
+        advantage when every reward applies to every response of the group."""
+        c = self.reward_weights(batch)
+        r = batch.rewards.to(torch.float32) * c
+        S = summed_rewards(r)
+        st_s = group_stats(S.unsqueeze(1), batch.group_ids)
+        present = ~torch.isnan(S)
+        r_in = torch.where(present.unsqueeze(1), r, torch.full_like(r, float("nan")))
+        st_r = group_stats(r_in, batch.group_ids)
+        idx = st_s.index
+        a = (r - st_r.mean[idx]) / (st_s.sample_std[idx] + self.config.eps)
+        ok = ~torch.isnan(r) & present.unsqueeze(1) & st_s.varying[idx]
+        a = torch.where(ok, a, torch.zeros_like(a))
+        m = batch.response_mask.unsqueeze(1).to(torch.float32)
+        return Contributions(a.unsqueeze(-1) * m, reward_weights=c)

@@ -53,7 +53,7 @@ Backend hooks: ``needs_replay(step)`` is False while beta_n = 0 (the replay may 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -63,6 +63,7 @@ from algorithms.base import (
     Advantages,
     Algorithm,
     ConfigError,
+    Contributions,
     ReplayRequest,
     RolloutBatch,
     build_config,
@@ -145,6 +146,38 @@ def shuffle_within_valid(w: Tensor, mask: Tensor, generator: torch.Generator) ->
     return w.gather(2, source.unsqueeze(1).expand_as(w))
 
 
+@dataclass(frozen=True)
+class MRTPOComputation:
+    """One batch's MRTPO computation (steps 1-5 of the module docstring); K' is K, or 1 for one
+    joint profile (``mrtpo-joint``).
+
+    - ``tokens[B,T]``: the token advantages A_t (0 off the valid tokens);
+    - ``beta``: beta_n at the batch's step; ``bound_scale``: Eq. 8's s (a 0-d tensor, 1 without the bound);
+    - ``reallocated[B,T]``: D_{j,t}, the reallocated part in the advantage's units;
+    - ``uniform[B]``: U_j, the aggregator's own response advantage;
+    - ``aggregate``: the aggregator's :class:`~algorithms.gdpo.Aggregate`;
+    - ``relevance_weighted[B,K']`` bool: the pairs whose weights follow relevance;
+    - ``token_weights[B,K',T]``: the Eq. 6 weights w after any ablation's change (1 where uniform).
+    """
+
+    tokens: Tensor
+    beta: float
+    bound_scale: Tensor
+    reallocated: Tensor
+    uniform: Tensor
+    aggregate: Aggregate
+    relevance_weighted: Tensor
+    token_weights: Tensor
+
+
+@dataclass
+class MRTPOAdvantages(Advantages):
+    """MRTPO's :class:`~algorithms.base.Advantages`, with the computation they came from (read by
+    :meth:`MRTPO.contributions`)."""
+
+    computation: MRTPOComputation = field(kw_only=True)
+
+
 @ALGORITHMS.register("mrtpo")
 class MRTPO(Algorithm):
     """MRTPO: per-reward token weights from replay relevance (Eq. 6-8) on GDPO's advantages."""
@@ -191,9 +224,9 @@ class MRTPO(Algorithm):
         return agg.contributions, w, has
 
     # -- the shared computation -------------------------------------------------------------------
-    def compute(self, batch: RolloutBatch) -> dict[str, Any]:
-        """Token advantages plus the intermediate quantities the metrics and the credit records report
-        (``w``: the Eq. 6 weights [B,K',T] after any ablation's change)."""
+    def compute(self, batch: RolloutBatch) -> MRTPOComputation:
+        """Token advantages plus the intermediate quantities the metrics, the per-reward split and
+        the credit records read (:class:`MRTPOComputation`)."""
         agg = self.aggregator.aggregate(batch)
         beta = self.effective_beta(batch.step)
         mask = batch.response_mask
@@ -209,27 +242,45 @@ class MRTPO(Algorithm):
         one = torch.ones((), dtype=torch.float32, device=D.device)
         s = bound_scale(U, D, mask) if self.config.bound else one
         adv = torch.where(mask, U.unsqueeze(1) + s * D, torch.zeros_like(D))
-        return {"adv": adv, "beta": beta, "s": s, "D": D, "uniform": U, "agg": agg, "has": has, "w": w}
+        return MRTPOComputation(adv, beta, s, D, U, agg, has, w)
 
-    def advantages(self, batch: RolloutBatch) -> Advantages:
+    def advantages(self, batch: RolloutBatch) -> MRTPOAdvantages:
         out = self.compute(batch)
         mask = batch.response_mask
-        U = out["uniform"]
+        U = out.uniform
         uniform_sq = (mask.sum(1).float() * U * U).sum()
-        realloc_sq = (out["D"] ** 2).sum() * out["s"] ** 2
+        realloc_sq = (out.reallocated ** 2).sum() * out.bound_scale ** 2
         varying = rewards_varying_in_group(batch.rewards, batch.group_ids)
-        if out["has"].shape[1] != varying.shape[1]:  # one joint profile per response
+        if out.relevance_weighted.shape[1] != varying.shape[1]:  # one joint profile per response
             varying = varying.any(dim=1, keepdim=True)
-        coverage = (out["has"] & varying).sum() / varying.sum().clamp_min(1)
+        coverage = (out.relevance_weighted & varying).sum() / varying.sum().clamp_min(1)
         metrics = {
-            "beta_eff": out["beta"],
-            "bound_scale": finite_or_nan(out["s"]),
+            "beta_eff": out.beta,
+            "bound_scale": finite_or_nan(out.bound_scale),
             "realloc_ratio": finite_or_nan(torch.sqrt(realloc_sq / uniform_sq)) if float(uniform_sq) > 0 else 0.0,
             "relevance_coverage": finite_or_nan(coverage),  # varying (response, reward) pairs with q
-            "adv_abs_mean": finite_or_nan(masked_mean(out["adv"].abs(), mask)),
-            "uniform_abs_mean": finite_or_nan(out["agg"].uniform.abs().mean()) if U.numel() else 0.0,
+            "adv_abs_mean": finite_or_nan(masked_mean(out.tokens.abs(), mask)),
+            "uniform_abs_mean": finite_or_nan(out.aggregate.uniform.abs().mean()) if U.numel() else 0.0,
         }
-        return Advantages(out["adv"], metrics, out["w"] if self.per_reward_weights else None, internals=out)
+        return MRTPOAdvantages(out.tokens, metrics, out.token_weights if self.per_reward_weights else None,
+                               computation=out)
+
+    def contributions(self, batch: RolloutBatch, result: Advantages) -> Contributions:
+        """a_{j,k} (1 + s (w_{k,t} - 1)) with a_{j,k} the aggregator's part of the advantage
+        (:meth:`~algorithms.gdpo.Aggregate.reward_parts`) and s the Eq. 8 bound scale; a joint
+        profile weights every reward alike (no per-reward token weights then). The parts sum to the
+        token advantage, plus the aggregator's shift where it has one."""
+        out = result.computation if isinstance(result, MRTPOAdvantages) else self.compute(batch)
+        mask = batch.response_mask
+        scale = self.aggregator.rescaled(out.aggregate, mask)[2]
+        a = out.aggregate.reward_parts(scale)
+        w = out.token_weights
+        per_token = a.unsqueeze(-1) * (1.0 + out.bound_scale * (w - 1.0)) * mask.unsqueeze(1).to(torch.float32)
+        weights = self.aggregator.reward_weights(batch)
+        if w.shape[1] != a.shape[1]:  # one joint profile
+            return Contributions(per_token, reward_weights=weights)
+        return Contributions(per_token, reward_weights=weights, token_weights=w,
+                             relevance_weighted=out.relevance_weighted & (out.beta > 0))
 
 
 @ALGORITHMS.register("mrtpo-joint")

@@ -2,8 +2,10 @@
 :mod:`algorithms.diagnostics`, which does the tensor work).
 
 The backend builds the step's :class:`~algorithms.RolloutBatch` with :func:`column_names` (for
-weights by reward name) and adds :func:`step_diagnostics` to the step's metrics row. Reward names
-are the task's ``reward_family`` names, as in ``reward/<name>``. For the MRTPO family the tokens
+weights by reward name) and adds :func:`step_diagnostics` to the step's metrics row. The split of
+the advantage by reward is the algorithm's own (``Algorithm.contributions``). Reward names
+are the task's ``reward_family`` names, as in ``reward/<name>``. Where the split carries per-reward
+token weights (the MRTPO family) the tokens
 each verifier read (its ``Verdict.spans``) are aligned to the response tokens with
 :mod:`harness.credit.align`, the same join the credit explorer uses.
 """
@@ -52,7 +54,7 @@ def step_diagnostics(algo: Any, batch: Any, rollouts: Sequence[Any], tokenizer: 
     ids, names = name_index([[family(n) for n in r.example.reward_names] for r in rollouts], K)
     contributions = reward_contributions(algo, batch, advantages)
     read = known = None
-    if tokenizer is not None and contributions is not None and contributions.w is not None \
+    if tokenizer is not None and contributions is not None and contributions.token_weights is not None \
             and batch.relevance is not None:
         read, known = read_masks(rollouts, tokenizer, K, T)
     return batch_diagnostics(batch, ids, names, contributions, read, known)

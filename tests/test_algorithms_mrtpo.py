@@ -175,14 +175,14 @@ def test_bound_keeps_response_means_and_second_moment(batch: RolloutBatch, beta:
     out = algo.compute(batch)
     mask = batch.response_mask
     uniform = algo.aggregator.token_advantages(batch)
-    per_response = masked_mean(out["adv"], mask, dim=1)
+    per_response = masked_mean(out.tokens, mask, dim=1)
     assert torch.allclose(per_response, masked_mean(uniform, mask, dim=1), atol=1e-4, rtol=1e-4)
-    U = out["uniform"]
+    U = out.uniform
     uniform_sq = float((mask.sum(1) * U * U).sum())
-    realloc_sq = float((out["s"] * out["D"]).pow(2).sum())
+    realloc_sq = float((out.bound_scale * out.reallocated).pow(2).sum())
     assert realloc_sq <= uniform_sq * (1 + 1e-4) + 1e-6
-    assert 0.0 <= float(out["s"]) <= 1.0
-    assert torch.all(out["adv"][~mask] == 0)
+    assert 0.0 <= float(out.bound_scale) <= 1.0
+    assert torch.all(out.tokens[~mask] == 0)
 
 
 def test_metrics() -> None:

@@ -67,7 +67,7 @@ def test_mrtpo_credit_mass_on_read_tokens_relevance_and_concentration_by_hand():
     c = reward_contributions(algo, batch)
     # w = 0.5 + 0.5 q / qbar: [2.5, .5, .5, .5] and [.5, .5, 1.5, 1.5]; S = [A, -A], std_B(S) = 1
     w = torch.tensor([[2.5, 0.5, 0.5, 0.5], [0.5, 0.5, 1.5, 1.5]])
-    assert torch.allclose(c.w[:, 0], w)
+    assert torch.allclose(c.token_weights[:, 0], w)
     scale = 1.0 + 1e-6
     assert torch.allclose(c.per_token[:, 0], torch.tensor([[A], [-A]]) / scale * w, atol=1e-6)
     assert torch.allclose(c.per_token.sum(1), algo.token_advantages(batch), atol=1e-6)
