@@ -42,6 +42,7 @@ from harness.config import RunConfig
 from harness.models import byte_tokenizer, chat_prompt_ids, eos_ids, load_model
 from harness.replay import ReplayEngine, ReplayJob, full_context_hidden, full_logits_js
 from harness.replay_builders import ReplayResult, leave_one_out
+from tasks.data_source import load_examples
 from tasks.registry import make_task
 
 QWEN_SHAPE = "qwen2.5-1.5b-shape"
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     (model, tok), t_load = timed(build, device)
     task = make_task(cfg.task.name)
     eos = eos_ids(tok, model)  # one copy of the model samples, replays and trains
-    examples = task.load("train", None, cfg.sampling.prompts_per_step, args.seed)
+    examples = load_examples(task, "train", None, cfg.sampling.prompts_per_step, args.seed)
     print(f"model {args.model} on {device} in {dtype} ({sum(p.numel() for p in model.parameters()) / 1e6:.0f} M "
           f"parameters, built in {t_load:.1f} s); task ifollow, {len(examples)} prompts x {cfg.sampling.group_size}")
 

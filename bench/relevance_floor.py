@@ -33,12 +33,13 @@ from harness.backends.rollout import batch_tensors, rollouts_for
 from harness.config import RunConfig
 from harness.replay import ReplayEngine, ReplayJob
 from harness.replay_builders import leave_one_out
+from tasks.data_source import load_examples
 
 
 def floor_and_signal(backend: LocalBackend, seed: int, head_float32: bool = False,
                      share_prefix: bool = True, exact: bool = False) -> tuple[float, float, float]:
     cfg, model = backend.cfg, backend.rollout_model
-    examples = backend.task.load(cfg.task.split, cfg.task.data_dir, cfg.sampling.prompts_per_step, seed)
+    examples = load_examples(backend.task, cfg.task.split, cfg.task.data_dir, cfg.sampling.prompts_per_step, seed)
     torch.manual_seed(seed)
     rollouts = rollouts_for(model, backend.tokenizer, examples, cfg.sampling.group_size, backend.eos, cfg.sampling,
                             cfg.sampling.max_prompt_tokens, keep_hidden=True, logits_budget=1 << 40)

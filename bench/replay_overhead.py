@@ -54,6 +54,7 @@ from harness.backends.rollout import batch_tensors, rollouts_for
 from harness.config import RunConfig
 from harness.replay import ReplayEngine
 from harness.replay_builders import ReplayResult, leave_one_out
+from tasks.data_source import load_examples
 
 
 def build_batch(backend: LocalBackend, prompts: int, seed: int, repeats: int):
@@ -62,7 +63,7 @@ def build_batch(backend: LocalBackend, prompts: int, seed: int, repeats: int):
     ``repeats`` times each (the minimum time is kept, and the minimum time spent keeping, timed
     inside the sampler). Every sampling draws the same tokens."""
     cfg = backend.cfg
-    examples = backend.task.load(cfg.task.split, cfg.task.data_dir, prompts, seed)
+    examples = load_examples(backend.task, cfg.task.split, cfg.task.data_dir, prompts, seed)
     times, runs, t_keep = [float("inf"), float("inf")], [None, None], float("inf")
     for _ in range(repeats):
         for i, keep in enumerate((False, True)):

@@ -17,6 +17,7 @@ from typing import Any
 
 from evals.base import EvalCase, EvalReport, Evaluator
 from evals.registry import EVALUATORS
+from tasks.data_source import load_examples
 
 DEFAULT_CASES = 200
 
@@ -35,7 +36,7 @@ class IFollowHeldoutEvaluator(Evaluator):
         self.size = size
 
     def cases(self, data_dir: str | None = None, categories: Sequence[str] | None = None) -> list[EvalCase]:
-        examples = self._task.load("test", data_dir=data_dir, limit=self.size)
+        examples = load_examples(self._task, "test", data_dir, limit=self.size)
         return [EvalCase(ex.id, ex.messages, "generated", {"example": ex, "prompt": ex.meta.get("prompt")})
                 for ex in examples]
 

@@ -1,7 +1,8 @@
 """The task protocol: what a task gives the harness and what its verifiers return.
 
 The path of one training step:
-1. ``Task.load(...)`` yields :class:`Example` s: chat messages plus what the verifiers need.
+1. ``Task.load(split, data_dir)`` yields :class:`Example` s: chat messages plus what the verifiers
+   need; the harness keeps its seeded ``limit`` of them (:func:`tasks.data_source.load_examples`).
 2. A backend samples responses for ``Example.messages``.
 3. ``Task.score(example, response)`` returns one :class:`Verdict` per reward, in the order of
    ``Example.reward_names``. A verdict carries the value (NaN where the reward does not apply),
@@ -31,6 +32,7 @@ from typing import Any
 from mrbench_core.errors import DataError
 from mrbench_core.replay_kinds import ReplayRequest
 from mrbench_core.time_budget import TimeBudgetExceeded, time_limit
+from tasks.data_source import Pool
 
 __all__ = ["DataError", "Example", "Message", "ReplayContexts", "RewardSpec", "Task", "Verdict"]
 
@@ -160,9 +162,11 @@ class Task(ABC):
         return None
 
     @abstractmethod
-    def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
-             seed: int = 0) -> list[Example]:
-        """Examples of a split. ``data_dir=None`` means the task's built-in data where it has any."""
+    def load(self, split: str = "train", data_dir: str | None = None) -> Pool[Example]:
+        """Every example of a split, in file order (or a :class:`tasks.data_source.Generated` /
+        :class:`~tasks.data_source.Screened` pool). ``data_dir=None`` means the task's built-in
+        data where it has any. The run's ``limit`` and seed are the harness's, applied after this
+        by :func:`tasks.data_source.load_examples`."""
 
     @abstractmethod
     def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None) -> Example:

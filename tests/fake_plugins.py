@@ -13,8 +13,8 @@ class ShoutTask(Task):
     version = "1"
     format_reward = None
 
-    def load(self, split="train", data_dir=None, limit=None, seed=0):
-        words = ["apple", "pear", "plum"][: limit or 3]
+    def load(self, split="train", data_dir=None):
+        words = ["apple", "pear", "plum"]
         return [Example(f"s{i}", [{"role": "user", "content": f"Say {w} loudly"}], ["upper", "has_word"],
                         {"word": w}) for i, w in enumerate(words)]
 

@@ -147,7 +147,7 @@ def main(out: Path) -> None:
                      "model": {"name": str(model_dir)}, "schedule": {"steps": 1},
                      "sampling": {"prompts_per_step": 3, "group_size": 4, "max_new_tokens": 12, "temperature": 1.0}})
     task = make_task(TOY_NAME)
-    examples = task.load("train", None, 3, 0)
+    examples = task.load("train", None)[:3]  # the first three toy prompts
     tok = load_tokenizer(str(model_dir))
     stop = stop_ids(tok, str(model_dir))
     write_prompts(out / "prompts.jsonl", cfg, examples, tok, stop)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tasks.base import DataError
-from tasks.ifollow.hir import load_hub, load_local, row_type
+from tasks.data_source import load_examples
+from tasks.ifollow.hir import load_local, row_type
 from tasks.ifollow.hir_template import as_sentences, render_hir
 from tasks.ifollow.task import InstructionFollowingTask
 
@@ -86,7 +87,7 @@ def test_leaving_out_the_only_criterion_leaves_the_question() -> None:
 def test_task_contexts_follow_hirs_template(tmp_path: Path, q_type: str) -> None:
     _write(tmp_path, [hir_row(q_type)])
     task = InstructionFollowingTask()
-    (ex,) = task.load(data_dir=str(tmp_path))
+    (ex,) = load_examples(task, data_dir=str(tmp_path))
     full, without = VARIANTS[q_type]
     assert ex.messages == [{"role": "user", "content": full}]
     assert ex.reward_names == [f"c{k}:{cid}" for k, cid in enumerate(IDS)]
@@ -108,7 +109,7 @@ def test_type1_rows_use_ifeval_checkers_type2_rows_ifbench_checkers(tmp_path: Pa
                              "- The output should not contain any whitespace.")
     _write(tmp_path, [hir_row("type3", key="a"), ifbench])
     task = InstructionFollowingTask()
-    first, second = task.load(data_dir=str(tmp_path))
+    first, second = load_examples(task, data_dir=str(tmp_path))
     assert [e.meta["source"] for e in (first, second)] == ["hir-type1", "hir-type2"]
     response = "I have 3 cats, 4 dogs. Two sentences only."
     assert [v.value for v in task.score(first, response)] == [0.0, 0.0, 0.0]  # comma; 2 sentences; no end phrase
@@ -125,7 +126,6 @@ def test_ground_truth_as_object_or_pair_list_and_other_subsets_skipped(tmp_path:
     items = load_local(tmp_path)
     assert [i.id for i in items] == ["hir-r", "hir-p"]
     assert items[1].constraints == items[0].constraints
-    assert len(load_local(tmp_path, limit=1)) == 1
 
 
 def test_row_types() -> None:
@@ -181,14 +181,19 @@ def test_missing_folder_is_clear(tmp_path: Path) -> None:
 def test_hub_rows_load_and_the_error_path_is_clear(monkeypatch: pytest.MonkeyPatch) -> None:
     import datasets
 
-    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: [hir_row("type2"), {"data_source": "type4"}])
-    assert [i.hir_q_type for i in load_hub()] == ["type2"]
+    calls = []
+
+    def fake_load_dataset(repo, split):
+        calls.append((repo, split))
+        return [hir_row("type2"), {"data_source": "type4"}]
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    (ex,) = load_examples(InstructionFollowingTask(), data_dir="hub:sastpg/HIR-16K")
+    assert calls == [("sastpg/HIR-16K", "train")] and ex.meta["hir_q_type"] == "type2"
 
     def refuse(*args, **kwargs):
         raise ConnectionError("no network here")
 
     monkeypatch.setattr(datasets, "load_dataset", refuse)
-    with pytest.raises(RuntimeError, match=r"sastpg/HIR-16K.*no network here.*--data-dir"):
-        load_hub()
-    with pytest.raises(RuntimeError, match="--data-dir"):
-        InstructionFollowingTask().load(data_dir="hub:sastpg/HIR-16K")
+    with pytest.raises(DataError, match=r"hub:sastpg/HIR-16K:train: .*no network here.*--task\.data_dir PATH"):
+        load_examples(InstructionFollowingTask(), data_dir="hub:sastpg/HIR-16K")

@@ -1,4 +1,5 @@
 from evals.ifollow_heldout import IFollowHeldoutEvaluator
+from tasks.data_source import load_examples
 from tasks.ifollow.witness import find_witness
 
 
@@ -7,7 +8,7 @@ def test_heldout_cases_are_disjoint_from_training_prompts():
 
     ev = IFollowHeldoutEvaluator(size=30)
     cases = ev.cases()
-    train = InstructionFollowingTask().load("train", limit=300)
+    train = load_examples(InstructionFollowingTask(), "train", limit=300)
     assert len(cases) == 30
     assert not {c.meta["prompt"] for c in cases} & {ex.meta["prompt"] for ex in train}
 

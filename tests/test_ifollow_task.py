@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from tasks.base import DataError, Task
+from tasks.data_source import load_examples
 from tasks.ifollow.generator import POOL, generate_prompt, generate_prompts
 from tasks.ifollow.task import InstructionFollowingTask
 from tasks.ifollow.template import removed_text, render_prompt
@@ -40,12 +41,12 @@ def test_registered_zero_arg_task() -> None:
 
 
 def test_generated_examples_shape_and_determinism(task: InstructionFollowingTask) -> None:
-    a = task.load(limit=50, seed=3)
-    b = task.load(limit=50, seed=3)
+    a = load_examples(task, limit=50, seed=3)
+    b = load_examples(task, limit=50, seed=3)
     assert Task.data_hash(a) == Task.data_hash(b)
-    assert Task.data_hash(a) != Task.data_hash(task.load(limit=50, seed=4))
-    assert Task.data_hash(task.load(limit=20, seed=3)) == Task.data_hash(a[:20])  # prefix-stable
-    assert {e.id for e in a}.isdisjoint({e.id for e in task.load("test", limit=50, seed=3)})
+    assert Task.data_hash(a) != Task.data_hash(load_examples(task, limit=50, seed=4))
+    assert Task.data_hash(load_examples(task, limit=20, seed=3)) == Task.data_hash(a[:20])  # prefix-stable
+    assert {e.id for e in a}.isdisjoint({e.id for e in load_examples(task, "test", limit=50, seed=3)})
     for ex in a:
         k = len(ex.meta["constraints"])
         assert 5 <= k <= 7
@@ -56,11 +57,11 @@ def test_generated_examples_shape_and_determinism(task: InstructionFollowingTask
 
 def test_unknown_split_lists_known(task: InstructionFollowingTask) -> None:
     with pytest.raises(ValueError, match="train"):
-        task.load("nope", limit=1)
+        load_examples(task, "nope", limit=1)
 
 
 def test_score_one_verdict_per_constraint_with_blocks(task: InstructionFollowingTask) -> None:
-    ex = task.load(limit=1, seed=11)[0]
+    ex = load_examples(task, limit=1, seed=11)[0]
     for response in ("", "a plain answer", "Ünïcode, answer\n<<t>>\n* x\nP.S. y"):
         verdicts = task.score(ex, response)
         assert [v.reward for v in verdicts] == ex.reward_names
@@ -72,14 +73,14 @@ def test_score_one_verdict_per_constraint_with_blocks(task: InstructionFollowing
 
 
 def test_witness_scores_all_ones(task: InstructionFollowingTask) -> None:
-    ex = task.load(limit=1, seed=5)[0]
+    ex = load_examples(task, limit=1, seed=5)[0]
     witness = find_witness([tuple(c) for c in ex.meta["constraints"]])
     assert witness is not None
     assert [v.value for v in task.score(ex, witness)] == [1.0] * len(ex.reward_names)
 
 
 def test_leave_one_out_differs_by_exactly_one_constraint_text(task: InstructionFollowingTask) -> None:
-    for ex in task.load(limit=100, seed=1):
+    for ex in load_examples(task, limit=100, seed=1):
         verdicts = task.score(ex, "some answer")
         k_all = range(len(verdicts))
         ctx = task.replay_contexts(ex, verdicts, k_all)
@@ -98,7 +99,7 @@ def test_leave_one_out_differs_by_exactly_one_constraint_text(task: InstructionF
 
 
 def test_cort_and_joint_contexts(task: InstructionFollowingTask) -> None:
-    ex = task.load(limit=1, seed=2)[0]
+    ex = load_examples(task, limit=1, seed=2)[0]
     assert task.without_rubric(ex) == [{"role": "user", "content": ex.meta["base"]}]
     full, base = task.joint_context(ex, task.score(ex, "x"))
     assert full == ex.messages and base == task.without_rubric(ex)
@@ -159,7 +160,7 @@ def test_every_sampled_prompt_is_jointly_satisfiable(prompts_5_13) -> None:
 def test_default_prompts_are_short(task: InstructionFollowingTask) -> None:
     """Measured with the SmolLM2 tokenizer: >= 3.69 characters per token on these prompts (max 129
     tokens for 5-7 constraints, 211 for 13). The test keeps a margin: 3 characters per token."""
-    longest = max(len(e.messages[0]["content"]) for e in task.load(limit=1000))
+    longest = max(len(e.messages[0]["content"]) for e in load_examples(task, limit=1000))
     assert longest / 3 < 300
     longest13 = max(len(p.prompt) for p in generate_prompts(300, seed=9, min_constraints=13, max_constraints=13))
     assert longest13 / 3 < 400

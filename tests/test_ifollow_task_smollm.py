@@ -13,6 +13,7 @@ from collections import defaultdict
 import pytest
 import torch
 
+from tasks.data_source import load_examples
 from tasks.ifollow.task import InstructionFollowingTask
 
 
@@ -24,7 +25,7 @@ def test_smollm2_rewards_vary_within_groups() -> None:
     torch.manual_seed(0)
     loaded = load_model(EMBEDDED_SMOLLM2)
     task = InstructionFollowingTask()
-    examples = task.load(limit=2, seed=0)
+    examples = load_examples(task, limit=2, seed=0)
     group = 8
     prompts = [chat_prompt_ids(loaded.tokenizer, ex.messages) for ex in examples]
     eos = eos_ids(loaded.tokenizer, loaded.model)

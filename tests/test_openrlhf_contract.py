@@ -27,6 +27,7 @@ from harness.config import resolve
 from harness.models import chat_prompt_ids, load_model
 from harness.replay import ReplayEngine
 from harness.replay_builders import replay_for
+from tasks.data_source import load_examples
 
 PINNED = ("0.11.", "openrlhf 0.11.x is the tested release (pyproject's openrlhf extra)")
 
@@ -282,7 +283,7 @@ def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, a
     loaded = load_model("tiny-random", dtype="float32")
     model, tok = loaded.model, loaded.tokenizer
     task = make_task(cfg.task.name)
-    examples = task.load()[:3]  # prompts of 2 and 3 rules: different lengths
+    examples = load_examples(task)[:3]  # prompts of 2 and 3 rules: different lengths
     assert len({len(chat_prompt_ids(tok, ex.messages)) for ex in examples}) > 1
     torch.manual_seed(0)
     stop = [tok.eos_token_id]
@@ -372,7 +373,7 @@ def test_trainer_writes_the_local_rows_resumes_and_stops_after_a_checkpoint(orl,
     cfg = tiny_config(str(tmp_path), algo="gdpo")
     loaded = load_model("tiny-random", dtype="float32")
     tok = loaded.tokenizer
-    examples = make_task(cfg.task.name).load()[:2]
+    examples = load_examples(make_task(cfg.task.name))[:2]
     responses = [([65 + i, 66, tok.eos_token_id], False) for i in range(4)] + [([67] * 12, True)] * 4
     samples = _rollout_samples(orl, cfg, examples, responses, tok, [tok.eos_token_id])
     cell = CellSpec(config=cfg.to_dict(), record_dir=str(tmp_path))

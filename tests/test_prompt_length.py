@@ -15,13 +15,14 @@ from harness.backends.rollout import fit_prompts
 from harness.models import chat_prompt_ids, load_model
 from harness.records import RunRecord, load_record
 from tasks.base import Example
+from tasks.data_source import load_examples
 
 
 class LongPromptToy(ToyTask):
     """The toy task with two of its six prompts made far longer than the others."""
 
-    def load(self, split="train", data_dir=None, limit=None, seed=0):
-        out = super().load(split, data_dir, limit, seed)
+    def load(self, split="train", data_dir=None):
+        out = super().load(split, data_dir)
         for ex in out[:2]:
             ex.messages[-1]["content"] += " filler" * 200
         return out
@@ -29,7 +30,7 @@ class LongPromptToy(ToyTask):
 
 def test_fit_prompts_counts_like_sampling():
     tok = load_model("tiny-random", dtype="float32").tokenizer
-    examples = LongPromptToy().load()
+    examples = load_examples(LongPromptToy())
     lengths = [len(chat_prompt_ids(tok, ex.messages)) for ex in examples]
     limit = sorted(lengths)[-3]  # keeps the four short prompts only
     kept, dropped = fit_prompts(examples, tok, limit)
@@ -41,7 +42,7 @@ def test_a_run_drops_long_prompts_and_reports_them(tmp_path, capsys):
     torch.set_num_threads(1)
     tok = load_model("tiny-random", dtype="float32").tokenizer
     cfg = tiny_config(str(tmp_path / "r"), "grpo", steps=2)
-    cfg.sampling.max_prompt_tokens = sorted(len(chat_prompt_ids(tok, ex.messages)) for ex in LongPromptToy().load())[-3]
+    cfg.sampling.max_prompt_tokens = sorted(len(chat_prompt_ids(tok, ex.messages)) for ex in load_examples(LongPromptToy()))[-3]
     rec = RunRecord.open(cfg)
     try:
         LocalBackend(cfg, task=LongPromptToy()).train(rec)
@@ -57,12 +58,12 @@ def test_text2sql_counts_with_the_policys_tokenizer():
 
     tok = load_model("tiny-random", dtype="float32").tokenizer
     spider = os.path.join(os.environ["MRBENCH_DATA_DIR"], "spider")
-    sizes = sorted(len(chat_prompt_ids(tok, e.messages)) for e in Text2SQLTask(max_prompt_tokens=10**6).load(
+    sizes = sorted(len(chat_prompt_ids(tok, e.messages)) for e in load_examples(Text2SQLTask(max_prompt_tokens=10**6), 
         "train", spider, limit=20))
     limit = sizes[len(sizes) // 2]
     task = Text2SQLTask(max_prompt_tokens=limit)
     task.use_tokenizer(tok)
-    examples = task.load("train", spider, limit=20)
+    examples = load_examples(task, "train", spider, limit=20)
     report = task.last_load_report
     assert report["token_count"] == "tokenizer" and report["too_long"] > 0 and examples
     assert all(len(chat_prompt_ids(tok, e.messages)) <= limit for e in examples)

@@ -22,6 +22,7 @@ from harness.replay import (
 )
 from harness.replay_builders import leave_one_out, replay_for
 from tasks.base import Verdict
+from tasks.data_source import load_examples
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -111,7 +112,7 @@ def test_common_prefix_length(seqs, expected):
 
 def _rollouts(tok, task, texts_per_group):
     """Rollouts of the toy task with given response texts (token ids from the byte tokenizer)."""
-    examples = task.load()
+    examples = load_examples(task)
     out = []
     for g, texts in enumerate(texts_per_group):
         ex = examples[g * 2]  # even ids: three rewards (format, short, letter)
@@ -215,12 +216,12 @@ def test_sampling_hidden_states_stand_in_for_p_all(tiny, keep_logits):
     task, tok = _RulesInPrompt(), tiny.tokenizer
     torch.manual_seed(3)
     cost: dict[str, float] = {}
-    rollouts = rollouts_for(tiny.model, tok, task.load()[:2], 4, [tok.eos_token_id],
+    rollouts = rollouts_for(tiny.model, tok, load_examples(task)[:2], 4, [tok.eos_token_id],
                             SamplingConfig(max_new_tokens=10), keep_hidden=True,
                             logits_budget=(1 << 30) if keep_logits else 0, keep_cost=cost)
     assert cost["seconds"] > 0  # the time spent keeping is measured ...
     plain: dict[str, float] = {}
-    rollouts_for(tiny.model, tok, task.load()[:2], 4, [tok.eos_token_id], SamplingConfig(max_new_tokens=10),
+    rollouts_for(tiny.model, tok, load_examples(task)[:2], 4, [tok.eos_token_id], SamplingConfig(max_new_tokens=10),
                  keep_cost=plain)
     assert plain == {"seconds": 0.0}  # ... and is nothing when nothing is kept
     head = tiny.model.get_output_embeddings()

@@ -18,6 +18,7 @@ from mrbench_core.seeds import (
     stream_key,
     stream_seed,
 )
+from tasks.data_source import load_examples
 from tasks.ifollow.task import DEFAULT_SIZE, InstructionFollowingTask
 
 pytestmark = pytest.mark.torchfree  # runs where torch is not installed (.ci/run)
@@ -66,20 +67,20 @@ def test_bits_out_of_range():
 
 def test_heldout_prompts_are_no_seeds_training_prompts():
     task = InstructionFollowingTask()
-    heldout = task.load("test", limit=200)  # what the ifollow-heldout evaluator uses
+    heldout = load_examples(task, "test", limit=200)  # what the ifollow-heldout evaluator uses
     held_texts = {ex.meta["prompt"] for ex in heldout}
     assert len(held_texts) == len(heldout)
     for seed in FORMER_COLLISIONS + [0]:
-        train = task.load("train", limit=DEFAULT_SIZE, seed=seed)
+        train = load_examples(task, "train", limit=DEFAULT_SIZE, seed=seed)
         assert not held_texts & {ex.meta["prompt"] for ex in train}, seed
     for seed in range(51):
-        train = task.load("train", limit=100, seed=seed)
+        train = load_examples(task, "train", limit=100, seed=seed)
         assert not held_texts & {ex.meta["prompt"] for ex in train}, seed
-    assert {ex.id for ex in heldout}.isdisjoint(ex.id for ex in task.load("train", limit=300, seed=0))
+    assert {ex.id for ex in heldout}.isdisjoint(ex.id for ex in load_examples(task, "train", limit=300, seed=0))
     assert all(ex.id.startswith(f"gen-{HELDOUT_PROMPTS}-0-") for ex in heldout)
 
 
 def test_dev_and_heldout_prompts_differ_for_the_same_seed():
     task = InstructionFollowingTask()
-    dev = {ex.meta["prompt"] for ex in task.load("dev", limit=200)}
-    assert not dev & {ex.meta["prompt"] for ex in task.load("test", limit=200)}
+    dev = {ex.meta["prompt"] for ex in load_examples(task, "dev", limit=200)}
+    assert not dev & {ex.meta["prompt"] for ex in load_examples(task, "test", limit=200)}

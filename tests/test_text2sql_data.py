@@ -10,6 +10,7 @@ import pytest
 from text2sql_fixtures import answer, make_db
 
 from tasks.base import DataError, Task
+from tasks.data_source import load_examples
 from tasks.registry import TASKS
 from tasks.text2sql.schema import schema_from_database, schema_from_tables_entry
 from tasks.text2sql.task import Text2SQLTask
@@ -55,17 +56,17 @@ def test_registered_and_zero_arg_constructible():
 
 def test_no_data_dir_says_where_to_point_it():
     with pytest.raises(FileNotFoundError, match="data_dir"):
-        Text2SQLTask().load("train", None)
+        load_examples(Text2SQLTask(), "train", None)
 
 
 def test_unknown_split_lists_known_ones(toy_root):
     with pytest.raises(ValueError, match="known: .*spider-dk"):
-        Text2SQLTask().load("nope", str(toy_root))
+        load_examples(Text2SQLTask(), "nope", str(toy_root))
 
 
 def test_training_preparation_drops_and_reports(toy_root):
     task = Text2SQLTask(max_prompt_tokens=250, tokenizer=WordTokenizer())
-    examples = task.load("train", str(toy_root))
+    examples = load_examples(task, "train", str(toy_root))
     rep = task.last_load_report
     assert [e.meta["question"] for e in examples] == ["Names?", "Count?"]
     assert (rep["questions"], rep["kept"], rep["missing_database"], rep["reference_failed"], rep["too_long"]) == \
@@ -77,7 +78,7 @@ def test_training_preparation_drops_and_reports(toy_root):
 
 def test_dev_keeps_every_question_and_marks_missing_databases(toy_root):
     task = Text2SQLTask()
-    examples = task.load("dev", str(toy_root))
+    examples = load_examples(task, "dev", str(toy_root))
     assert len(examples) == 5 and task.last_load_report["filtered"] is False
     lost = examples[2]
     assert lost.meta["db_path"] is None and "database 'gone' is missing" in lost.meta["skip_reason"]
@@ -85,9 +86,9 @@ def test_dev_keeps_every_question_and_marks_missing_databases(toy_root):
 
 def test_limit_and_seed_are_deterministic(toy_root):
     task = Text2SQLTask()
-    a = [e.id for e in task.load("dev", str(toy_root), limit=3, seed=1)]
-    b = [e.id for e in task.load("dev", str(toy_root), limit=3, seed=1)]
-    others = {tuple(e.id for e in task.load("dev", str(toy_root), limit=3, seed=s)) for s in range(2, 8)}
+    a = [e.id for e in load_examples(task, "dev", str(toy_root), limit=3, seed=1)]
+    b = [e.id for e in load_examples(task, "dev", str(toy_root), limit=3, seed=1)]
+    others = {tuple(e.id for e in load_examples(task, "dev", str(toy_root), limit=3, seed=s)) for s in range(2, 8)}
     assert a == b and len(a) == 3 and len(others | {tuple(a)}) > 1
 
 
@@ -96,7 +97,7 @@ def test_malformed_row_names_file_and_row(tmp_path):
     (tmp_path / "spider" / "dev.json").write_text(json.dumps([{"db_id": "x", "question": "q", "query": "SELECT 1"},
                                                              {"db_id": "x", "question": "q"}]))
     with pytest.raises(DataError, match=r"dev.json, row 1: missing or empty string field 'query'"):
-        Text2SQLTask().load("dev", str(tmp_path))
+        load_examples(Text2SQLTask(), "dev", str(tmp_path))
 
 
 def test_schema_is_rendered_from_the_database(tmp_path):
@@ -140,7 +141,7 @@ def test_example_from_row_scores_a_response(toy_root):
 def test_real_spider_training_preparation():
     """The paper drops 3 training questions whose reference fails; this copy also lacks two databases."""
     task = Text2SQLTask()
-    examples = task.load("train", _data_dir())
+    examples = load_examples(task, "train", _data_dir())
     rep = task.last_load_report
     print(f"\nspider train: {rep['questions']} questions, kept {rep['kept']}; dropped {rep['missing_database']} "
           f"(missing database), {rep['reference_failed']} (reference fails), {rep['too_long']} (prompt > "
@@ -153,7 +154,7 @@ def test_real_spider_training_preparation():
 
 def test_real_dev_example_holds_what_the_verifier_needs():
     task = Text2SQLTask()
-    ex = task.load("dev", _data_dir(), limit=1, seed=0)[0]
+    ex = load_examples(task, "dev", _data_dir(), limit=1, seed=0)[0]
     for key in ("db_path", "query", "db_id", "question"):
         assert ex.meta[key]
     assert ex.messages[0]["role"] == "system" and "<think>" in ex.messages[0]["content"]
@@ -175,7 +176,7 @@ def test_token_counts_with_a_real_tokenizer_match_the_approximation():
 
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     exact = Text2SQLTask(tokenizer=tok)
-    examples = exact.load("train", data, limit=200, seed=0)
+    examples = load_examples(exact, "train", data, limit=200, seed=0)
     assert exact.last_load_report["token_count"] == "tokenizer"
     approx = Text2SQLTask()
     ratios = [approx.count_tokens(e.messages) / exact.count_tokens(e.messages) for e in examples]
@@ -196,11 +197,11 @@ def test_hub_dataset_rows_use_local_databases(toy_root, monkeypatch):
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     task = Text2SQLTask(database_dir=str(toy_root))
-    examples = task.load("train", "hub:someone/spider")
+    examples = load_examples(task, "train", "hub:someone/spider")
     assert calls == [("someone/spider", "train")]
     assert [e.meta["db_id"] for e in examples] == ["toy"]  # a train split is filtered
     assert task.last_load_report["missing_database"] == 1
-    dev = task.load("train", "hub:someone/spider:validation")
+    dev = load_examples(task, "train", "hub:someone/spider:validation")
     assert calls[-1] == ("someone/spider", "validation") and len(dev) == 2
     assert "hub datasets carry no databases" in dev[1].meta["skip_reason"]
     assert [v.value for v in task.score(examples[0], answer("SELECT name FROM emp"))] == [1.0, 1.0, 1.0]

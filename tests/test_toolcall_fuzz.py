@@ -23,10 +23,11 @@ from hypothesis import strategies as st
 
 from evals.base import EvalCase
 from evals.bfcl import score_case
+from tasks.data_source import load_examples
 from tasks.toolcall.task import ToolCallTask
 
 TASK = ToolCallTask()
-DEMO = TASK.load("train")
+DEMO = load_examples(TASK, "train")
 BY_KIND = {}
 for ex in DEMO:
     BY_KIND.setdefault((ex.meta["kind"], len(ex.meta["reference_calls"])), ex)

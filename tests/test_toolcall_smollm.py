@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from evals.bfcl import BFCLv4Evaluator, package_data_dir, score_case
+from tasks.data_source import load_examples
 from tasks.toolcall.task import ToolCallTask
 
 
@@ -26,8 +27,8 @@ def test_smollm2_on_demo_and_bfcl_prompts() -> None:
     torch.manual_seed(0)
     loaded = load_model(EMBEDDED_SMOLLM2)
     task = ToolCallTask()
-    examples = task.load("test", limit=2, seed=0)
-    lengths = [len(chat_prompt_ids(loaded.tokenizer, ex.messages)) for ex in task.load("test")]
+    examples = load_examples(task, "test", limit=2, seed=0)
+    lengths = [len(chat_prompt_ids(loaded.tokenizer, ex.messages)) for ex in load_examples(task, "test")]
     print(f"\ndemo prompt tokens: min {min(lengths)}, max {max(lengths)}")
     assert max(lengths) <= 2048
 

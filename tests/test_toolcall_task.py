@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from tasks.base import DataError, Task
+from tasks.data_source import load_examples
 from tasks.registry import TASKS
 from tasks.toolcall import demo, templates
 from tasks.toolcall.demo_tools import TOOLS
@@ -42,7 +43,7 @@ def test_demo_set_size_mix_and_split():
     assert len(rows) >= 300
     assert set(kinds) == {"single", "optional", "parallel", "multi", "no-call", "history"}
     assert min(kinds.values()) >= 30
-    train, test = TASK.load("train"), TASK.load("test")
+    train, test = load_examples(TASK, "train"), load_examples(TASK, "test")
     assert len(train) + len(test) == len(rows)
     assert {e.id for e in train}.isdisjoint({e.id for e in test})
     assert len(test) == 50
@@ -51,14 +52,14 @@ def test_demo_set_size_mix_and_split():
 
 def test_demo_set_is_deterministic():
     assert demo.generate() == demo.generate()
-    assert Task.data_hash(TASK.load("test")) == Task.data_hash(TASK.load("test"))
+    assert Task.data_hash(load_examples(TASK, "test")) == Task.data_hash(load_examples(TASK, "test"))
 
 
 def test_demo_examples_are_consistent():
     """Every reference call names a tool listed in its prompt, with declared parameters of the declared type."""
     py = {"str": str, "int": int, "float": float, "bool": bool}
     optional_used = 0
-    for ex in TASK.load("train") + TASK.load("test"):
+    for ex in load_examples(TASK, "train") + load_examples(TASK, "test"):
         tools = ex.meta["tools"]
         for call in ex.meta["reference_calls"]:
             assert call["name"] in tools, ex.id
@@ -73,14 +74,14 @@ def test_demo_examples_are_consistent():
 
 
 def test_limit_keeps_a_seeded_sample():
-    a = TASK.load("train", limit=20, seed=1)
-    assert len(a) == 20 and [e.id for e in a] == [e.id for e in TASK.load("train", limit=20, seed=1)]
-    assert [e.id for e in a] != [e.id for e in TASK.load("train", limit=20, seed=2)]
+    a = load_examples(TASK, "train", limit=20, seed=1)
+    assert len(a) == 20 and [e.id for e in a] == [e.id for e in load_examples(TASK, "train", limit=20, seed=1)]
+    assert [e.id for e in a] != [e.id for e in load_examples(TASK, "train", limit=20, seed=2)]
 
 
 def test_unknown_split_lists_the_known_ones():
     with pytest.raises(ValueError, match="train, test"):
-        TASK.load("dev")
+        load_examples(TASK, "dev")
 
 
 # -- rows -----------------------------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ def test_row_layouts_give_the_same_example(row):
 
 
 def test_example_to_json_round_trips_through_example_from_row():
-    ex = TASK.load("test")[3]
+    ex = load_examples(TASK, "test")[3]
     again = TASK.example_from_row(ex.to_json())
     assert again.messages == ex.messages and again.meta == ex.meta
 
@@ -137,7 +138,7 @@ def test_parse_tool_list_reads_rlla_system_prompts():
 
 # -- blocks and contexts ------------------------------------------------------------------------------------
 def test_blocks_come_from_the_templates_and_go_correctness_first():
-    ex = next(e for e in TASK.load("test") if len(e.meta["reference_calls"]) == 2)
+    ex = next(e for e in load_examples(TASK, "test") if len(e.meta["reference_calls"]) == 2)
     verdicts = TASK.score(ex, "")
     assert verdicts[0].block == templates.FORMAT_BLOCKS["tool_call"]
     for call in ex.meta["reference_calls"]:
@@ -152,7 +153,7 @@ def test_blocks_come_from_the_templates_and_go_correctness_first():
 
 
 def test_no_call_examples_have_a_response_format_block_and_no_correctness_block():
-    ex = next(e for e in TASK.load("test") if e.meta["kind"] == "response")
+    ex = next(e for e in load_examples(TASK, "test") if e.meta["kind"] == "response")
     fmt, cor = TASK.score(ex, "anything")
     assert fmt.block == templates.FORMAT_BLOCKS["response"] and "<response>" in fmt.block
     assert cor.block is None and cor.value == 0.0
@@ -161,7 +162,7 @@ def test_no_call_examples_have_a_response_format_block_and_no_correctness_block(
 
 
 def test_teacher_context_shows_the_reference_as_an_earlier_answer():
-    ex = TASK.load("test")[0]
+    ex = load_examples(TASK, "test")[0]
     msgs = TASK.teacher_messages(ex)
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
     assert msgs[2]["content"] == ex.meta["ground_truth"] and msgs[3]["content"] == ex.messages[-1]["content"]
@@ -173,8 +174,8 @@ def test_teacher_context_shows_the_reference_as_an_earlier_answer():
 @needs_data
 def test_toolrl_files_load_and_references_score_full_format():
     pytest.importorskip("pandas")  # parquet files (the torch-free floor installs no pandas)
-    test = TASK.load("test", data_dir=os.path.join(DATA, "toolrl"))
-    train = TASK.load("train", data_dir=DATA)  # the data root works too (toolrl/ subfolder)
+    test = load_examples(TASK, "test", data_dir=os.path.join(DATA, "toolrl"))
+    train = load_examples(TASK, "train", data_dir=DATA)  # the data root works too (toolrl/ subfolder)
     assert len(test) == 80 and len(train) == 400
     kinds = Counter(e.meta["kind"] for e in test + train)
     print(f"\nToolRL: test {len(test)}, train (SFT file) {len(train)}, kinds {dict(kinds)}")
@@ -192,27 +193,35 @@ def test_toolrl_files_load_and_references_score_full_format():
 def test_a_single_file_can_be_loaded_directly():
     pytest.importorskip("pandas")
     path = os.path.join(DATA, "toolrl", "rlla_4k_test.parquet")
-    assert len(TASK.load("test", data_dir=path)) == 80
+    assert len(load_examples(TASK, "test", data_dir=path)) == 80
 
 
 def test_hub_names_and_splits():
-    from tasks.data_source import HubSource, hub_source
+    from tasks.data_source import HubSource, hub_source, load_examples
 
     assert hub_source("hub:a/b", "test") == HubSource("a/b", "test")
     assert hub_source("hub:a/b:validation", "train") == HubSource("a/b", "validation")
     assert hub_source("/data/toolrl", "train") is None and hub_source(None, "train") is None
     for old in ("hf:a/b", "hf://a/b"):
         with pytest.raises(DataError, match="hub datasets are written hub:OWNER/NAME"):
-            TASK.load("train", data_dir=old)
+            load_examples(TASK, "train", data_dir=old)
 
 
 def test_missing_split_file_lists_what_was_looked_for(tmp_path):
     with pytest.raises(DataError, match="rlla_4k_test.parquet"):
-        TASK.load("test", data_dir=str(tmp_path))
+        load_examples(TASK, "test", data_dir=str(tmp_path))
 
 
-def test_hub_loading_fails_with_a_clear_message_offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    with pytest.raises(DataError, match="could not load dataset 'nobody/no-such-rlla'|needs the 'datasets' package"):
-        TASK.load("train", data_dir="hub:nobody/no-such-rlla:train")
+def test_hub_rows_go_through_the_one_hub_reader(monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    demo_rows = [r for r in demo.generate() if r["extra_info"]["split"] == "test"][:3]
+    monkeypatch.setattr(datasets, "load_dataset", lambda repo, split: demo_rows if split == "test" else [])
+    hub = [e.id for e in load_examples(TASK, "train", data_dir="hub:someone/rlla:test")]
+    assert hub == [e.id for e in load_examples(TASK, "test")][:3]
+
+    def offline(repo, split):
+        raise ConnectionError(f"Couldn't reach {repo!r} on the Hub")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataError, match=r"hub:nobody/no-such-rlla:train: could not load it .*Couldn't reach"):
+        load_examples(TASK, "train", data_dir="hub:nobody/no-such-rlla:train")

@@ -94,7 +94,7 @@ class StallingTask(Task):
     name = "stalling"
     version = "1"
 
-    def load(self, split="train", data_dir=None, limit=None, seed=0):
+    def load(self, split="train", data_dir=None):
         return []
 
     def example_from_row(self, row, *, where="", data_dir=None):

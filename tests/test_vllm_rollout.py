@@ -23,6 +23,7 @@ from harness.backends.vllm_rollout import VLLMError, VLLMGenerator, choose_gener
 from harness.config import SamplingConfig
 from harness.records import RunRecord
 from harness.step import step_seed as _step_seed
+from tasks.data_source import load_examples
 
 EOS = [2, 1]  # two end-of-turn ids, as in chat models with <|im_end|> and <eos>
 
@@ -278,7 +279,7 @@ def test_rollouts_for_uses_the_generator_and_keeps_no_hidden(with_fake, tmp_path
     loaded = load_model("tiny-random", dtype="float32")
     gen = _generator(tmp_path)
     task = ToyTask()
-    examples = task.load("train", None, 2, 0)
+    examples = load_examples(task, "train", None, 2, 0)
     s = SamplingConfig(group_size=3, max_new_tokens=6)
     rolls = rollouts_for(loaded.model, loaded.tokenizer, examples, 3, EOS, s, keep_hidden=True,
                          generator=gen, seed=11)

@@ -35,15 +35,14 @@ class ToyTask(Task):
     def __init__(self, **options: Any):
         self.options = options
 
-    def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
-             seed: int = 0) -> list[Example]:
+    def load(self, split: str = "train", data_dir: str | None = None) -> list[Example]:
         out = []
         for i in range(6):
             names = ["format", "short"] + (["letter"] if i % 2 == 0 else [])
             rules = " ".join(RULES[n] for n in names)
             out.append(Example(id=f"toy-{i}", messages=[{"role": "user", "content": f"Task {i}: say hi. {rules}"}],
                                reward_names=names))
-        return out[:limit] if limit else out
+        return out
 
     def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None) -> Example:
         return Example(id=str(row["id"]), messages=row["messages"], reward_names=list(row["reward_names"]))

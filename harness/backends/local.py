@@ -46,6 +46,7 @@ from harness.step import Step
 from harness.system import native_bf16
 from mrbench_core.replay_kinds import ReplayRequest
 from mrbench_core.text_check import check_examples
+from tasks.data_source import load_examples
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -142,7 +143,7 @@ class LocalBackend(LocalEngine, Backend):
         task = self.task
         self._load_policy()
         task.use_tokenizer(self.tokenizer)  # exact prompt lengths for the task's own filters
-        examples = task.load(cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
+        examples = load_examples(task, cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
         check_examples(examples, cfg.task.data_dir)  # text no tokenizer takes: refused by file and row
         examples, too_long = fit_prompts(examples, self.tokenizer, cfg.sampling.max_prompt_tokens)
         if not examples:

@@ -40,6 +40,7 @@ from harness.credit.replayed import (
 )
 from harness.credit.report import analyse, csv_text, markdown
 from mrbench_core.jsonio import atomic_write_json, atomic_write_text
+from tasks.data_source import load_examples
 
 
 @dataclass
@@ -94,7 +95,7 @@ def run_localize(opts: LocalizeOptions) -> dict[str, Any]:
 
         sampling = SamplingConfig(prompts_per_step=1, temperature=opts.temperature,
                                   max_new_tokens=opts.max_new_tokens)
-        examples = task.load(opts.split, opts.data_dir, opts.n, opts.seed)
+        examples = load_examples(task, opts.split, opts.data_dir, opts.n, opts.seed)
         examples, _ = fit_prompts(examples, tok, sampling.max_prompt_tokens)
         if not examples:
             raise ValueError(f"task {opts.task!r} gave no {opts.split!r} prompts to sample from")

@@ -1,4 +1,5 @@
-"""HIR-16K loader: its first two subsets, from local JSONL or (with access) the hub.
+"""HIR-16K rows: its first two subsets, from local JSONL or the rows of the hub reader
+(:func:`tasks.data_source.read_hub`).
 
 A HIR-16K row is a verl data row:
 
@@ -25,6 +26,7 @@ is a :class:`tasks.base.DataError` naming the file and line.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,6 @@ from tasks.ifollow.hir_template import check_template_inputs, render_hir
 from tasks.ifollow.rows import Constraint, parse_official, parse_pairs, prompt_of
 from tasks.ifollow.template import ConstrainedPrompt
 
-HUB_NAME = "sastpg/HIR-16K"
 #: subset -> family of the checkers HiR's reward code scores it with (the subsets the paper trains on)
 CHECKER_FAMILY = {"type1": "ifeval", "type2": "ifbench"}
 
@@ -127,36 +128,19 @@ def hir_files(data_dir: str | Path) -> list[Path]:
     raise FileNotFoundError(f"{root}: no *.jsonl files (expected HIR-16K rows in {root}/hir/*.jsonl or {root}/*.jsonl)")
 
 
-def load_local(data_dir: str | Path, limit: int | None = None) -> list[ConstrainedPrompt]:
-    """Type1/type2 rows from local JSONL files, in file order."""
-    out: list[ConstrainedPrompt] = []
-    for path in hir_files(data_dir):
-        for lineno, row in iter_jsonl(path, objects=False):
-            item = parse_row(row, path=str(path), row_no=lineno)
-            if item is not None:
-                out.append(item)
-                if limit is not None and len(out) >= limit:
-                    return out
+def parse_rows(rows: Iterable[tuple[int, Any]], *, where: str) -> list[ConstrainedPrompt]:
+    """The type1/type2 rows of (row number, row) pairs read from ``where``, in order."""
+    out = []
+    for row_no, row in rows:
+        item = parse_row(dict(row) if isinstance(row, dict) else row, path=where, row_no=row_no)
+        if item is not None:
+            out.append(item)
     return out
 
 
-def load_hub(name: str = HUB_NAME, split: str = "train", limit: int | None = None) -> list[ConstrainedPrompt]:
-    """Type1/type2 rows from the Hugging Face hub (needs ``datasets`` and access to ``name``)."""
-    try:
-        import datasets
-    except ImportError as exc:
-        raise RuntimeError(f"loading {name} from the hub needs the 'datasets' package "
-                           "(pip install 'mrbench[hub]'), or pass a local JSONL with --data-dir") from exc
-    try:
-        rows = datasets.load_dataset(name, split=split)
-    except Exception as exc:  # any hub failure gets the same advice
-        raise RuntimeError(f"could not load {name} (split {split!r}) from the hub: {type(exc).__name__}: {exc}. "
-                           "Download its JSONL and pass the file or folder with --data-dir instead.") from exc
-    out = []
-    for i, row in enumerate(rows):
-        item = parse_row(dict(row), path=f"hub:{name}", row_no=i)
-        if item is not None:
-            out.append(item)
-            if limit is not None and len(out) >= limit:
-                break
+def load_local(data_dir: str | Path) -> list[ConstrainedPrompt]:
+    """Type1/type2 rows from local JSONL files, in file order."""
+    out: list[ConstrainedPrompt] = []
+    for path in hir_files(data_dir):
+        out += parse_rows(iter_jsonl(path, objects=False), where=str(path))
     return out

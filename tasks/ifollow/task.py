@@ -7,7 +7,8 @@ HIR-16K rows, else None). ``reward_names`` = ``"c{k}:{id}"``
 (position k, constraint type), so K varies per example (the backend NaN-pads).
 
 Data. ``load(data_dir=None)``: the project's generated prompts (:mod:`tasks.ifollow.generator`;
-5-7 constraints by default, deterministic in ``seed``; the ``train``, ``dev``/``validation`` and
+5-7 constraints by default, deterministic in the run seed and ``limit`` of them, a
+:class:`tasks.data_source.Generated` pool; the ``train``, ``dev``/``validation`` and
 ``test`` splits draw the named streams ``train-prompts``, ``dev-prompts`` and ``heldout-prompts`` of
 :mod:`mrbench_core.seeds`, so no seed's training prompts are another seed's held-out prompts).
 ``data_dir`` a folder/file: HIR-16K JSONL rows (:mod:`tasks.ifollow.hir`: type1 rows scored with
@@ -28,13 +29,13 @@ CoRT's prompt without rubric = the base request; the joint ablation = (prompt, b
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mrbench_core.errors import response_text
 from mrbench_core.seeds import DEV_PROMPTS, HELDOUT_PROMPTS, TRAIN_PROMPTS
 from tasks.base import DataError, Example, Message, ReplayContexts, RewardSpec, Task, Verdict
-from tasks.data_source import hub_source, seeded_sample
+from tasks.data_source import Generated, Pool, hub_source, read_hub
 from tasks.ifollow.constraints import check
 from tasks.ifollow.rows import parse_official, prompt_of
 from tasks.ifollow.template import ConstrainedPrompt, without_all, without_constraint
@@ -79,25 +80,28 @@ class InstructionFollowingTask(Task):
         """Held-out generated prompts: no data files needed."""
         return {"ifollow-heldout": None}
 
-    def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
-             seed: int = 0) -> list[Example]:
+    def load(self, split: str = "train", data_dir: str | None = None) -> Pool[Example]:
+        """Generated prompts (``data_dir=None``: the split's stream, ``default_size`` of them unless
+        the run's ``limit`` says how many), or HIR-16K rows from a local file or folder or the hub."""
         if data_dir is None:
-            from tasks.ifollow.generator import generate_prompts
-
             if split not in SPLIT_STREAMS:
                 raise ValueError(f"unknown split {split!r} for generated prompts (known: {', '.join(SPLIT_STREAMS)})")
-            n = self.default_size if limit is None else limit
-            items = generate_prompts(n, seed=seed, min_constraints=self.min_constraints,
-                                     max_constraints=self.max_constraints, purpose=SPLIT_STREAMS[split])
-        elif (hub := hub_source(data_dir, split)) is not None:
-            from tasks.ifollow.hir import load_hub
+            return Generated(self._generated(SPLIT_STREAMS[split]), self.default_size)
+        from tasks.ifollow import hir
 
-            items = seeded_sample(load_hub(hub.repo, split=hub.split), limit, seed)
+        if (hub := hub_source(data_dir, split)) is not None:
+            items = hir.parse_rows(enumerate(read_hub(hub)), where=hub.spec)
         else:
-            from tasks.ifollow.hir import load_local
-
-            items = seeded_sample(load_local(data_dir), limit, seed)
+            items = hir.load_local(data_dir)
         return [self.example_from_prompt(item) for item in items]
+
+    def _generated(self, purpose: str) -> Callable[[int, int], Example]:
+        from tasks.ifollow.generator import generate_prompt
+
+        def make(i: int, seed: int) -> Example:
+            return self.example_from_prompt(generate_prompt(i, seed, self.min_constraints, self.max_constraints,
+                                                            purpose))
+        return make
 
     def example_from_prompt(self, item: ConstrainedPrompt) -> Example:
         constraints = [[cid, dict(kw)] for cid, kw in item.constraints]

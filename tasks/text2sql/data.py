@@ -16,8 +16,8 @@ spider-dk          spider-dk/Spider-DK.json                spider-dk/database, t
 bird-dev           bird/dev.json (SQL, evidence)           bird/dev_databases
 =================  ======================================  ===================================
 
-Hub datasets (``task.data_dir`` = ``hub:<repo>[:<split>]``, e.g. ``hub:xlangai/spider:train``;
-:mod:`tasks.data_source`) are read with the ``datasets`` package; they carry no databases, which
+Hub datasets (``task.data_dir`` = ``hub:<repo>[:<split>]``, e.g. ``hub:xlangai/spider:train``)
+are read by :func:`tasks.data_source.read_hub`; they carry no databases, which
 are looked up under the task's ``database_dir`` option.
 
 A question whose database file is absent keeps ``db_path=None`` and a ``skip_reason``; callers
@@ -162,7 +162,7 @@ def _tables(folder: str, names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 
 def load_records(name: str, data_dir: str | None) -> list[Record]:
     """Every question of a split/benchmark, with its database resolved (or a skip reason); a hub
-    dataset is read by :func:`load_hub_records`."""
+    dataset's rows are read by :func:`load_hub_records`."""
     layout = resolve_layout(name)
     folder = benchmark_folder(layout, data_dir)
     path = os.path.join(folder, layout.questions)
@@ -211,18 +211,13 @@ def find_database(data_dir: str, db_id: str) -> str | None:
     return database_path([os.path.join(data_dir, sub) for sub in DB_DIRS + ("",)], db_id)
 
 
-def load_hub_records(hub: Any, data_dir: str | None) -> list[Record]:
-    """Questions from a hub dataset (a :class:`tasks.data_source.HubSource`, e.g.
-    ``hub:xlangai/spider:train``). Rows need ``db_id``, a question (``question``) and a reference
-    (``query`` or ``SQL``; ``evidence`` is read when present). Hub datasets carry no databases: they
-    are looked up under ``data_dir`` (:data:`DB_DIRS`), else the question is kept with a skip
-    reason. Needs the ``datasets`` package and access to the hub (or its local cache)."""
+def load_hub_records(hub: Any, rows: list[dict[str, Any]], data_dir: str | None) -> list[Record]:
+    """Questions from the ``rows`` of a hub dataset (a :class:`tasks.data_source.HubSource`, e.g.
+    ``hub:xlangai/spider:train``, read by :func:`tasks.data_source.read_hub`). Rows need ``db_id``,
+    a question (``question``) and a reference (``query`` or ``SQL``; ``evidence`` is read when
+    present). Hub datasets carry no databases: they are looked up under ``data_dir``
+    (:data:`DB_DIRS`), else the question is kept with a skip reason."""
     repo, split, spec = hub.repo, hub.split, hub.spec
-    try:
-        import datasets
-    except ImportError as exc:
-        raise ImportError("hub datasets need the 'datasets' package: pip install 'mrbench[hub]'") from exc
-    rows = datasets.load_dataset(repo, split=split)
     name = f"hub-{repo.replace('/', '-')}-{split}"
     records: list[Record] = []
     for i, row in enumerate(rows):

@@ -1,6 +1,6 @@
 """The text-to-SQL task (paper Section 5.1): Spider training, three binary rewards, SQLite sandbox.
 
-``Text2SQLTask().load(split, data_dir, limit, seed)`` reads the official layouts
+``Text2SQLTask().load(split, data_dir)`` reads the official layouts
 (:mod:`tasks.text2sql.data`; ``split`` is ``train``/``dev``/``test``, a benchmark name such as
 ``spider-syn`` or ``bird-dev``). A hub dataset is named in ``data_dir`` as ``hub:<repo>[:<split>]``
 (:mod:`tasks.data_source`); its databases are looked up under the ``database_dir`` option. There
@@ -22,10 +22,10 @@ in :attr:`Text2SQLTask.last_load_report`:
 Other splits keep every question; those on absent databases are kept with ``meta["db_path"] =
 None`` and ``meta["skip_reason"]`` (benchmark evaluators report them as skipped).
 
-With ``limit``, a seeded sample of the questions that pass the filters is kept, in file order
-(:mod:`tasks.data_source`): the questions are walked in the ``data-sample`` stream's order of
-``seed`` until ``limit`` pass (so only those are checked), then put back in file order; without
-it, every question is kept and ``seed`` is unused.
+``load`` returns a :class:`tasks.data_source.Screened` pool: with the run's ``limit``, the harness
+keeps a seeded sample of the questions that pass the filters, in file order (the questions are
+walked in the ``data-sample`` stream's order of the seed until ``limit`` pass, so only those are
+checked, then put back in file order); without it, every question is checked and kept if it passes.
 
 ``Example.meta`` holds: ``db_path``, ``db_id``, ``query`` (reference), ``question``, ``evidence``
 (BIRD), ``benchmark``, ``match`` (execution-match semantics), ``source``/``row``.
@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tasks.base import DataError, Example, Message, RewardSpec, Task, Verdict
-from tasks.data_source import check_split, hub_source, seeded_order
+from tasks.data_source import Screened, check_split, hub_source, read_hub
 from tasks.registry import TASKS
 from tasks.text2sql import templates
 from tasks.text2sql.data import (
@@ -136,43 +136,42 @@ class Text2SQLTask(Task):
             return str(exc)
         return None
 
-    def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
-             seed: int = 0) -> list[Example]:
+    def load(self, split: str = "train", data_dir: str | None = None) -> Screened[Record, Example]:
+        """The split's questions as a :class:`tasks.data_source.Screened` pool: on a split of
+        ``filter_splits`` a question is checked (:meth:`_drop_reason`) only when the harness's
+        sample visits it; the counts go to :attr:`last_load_report` once the sample is taken."""
         check_split(split)
         hub = hub_source(data_dir, split)
         if hub is not None:
             name, filtering = hub.spec, hub.split in self.filter_splits
-            records = load_hub_records(hub, self.database_dir)
+            records = load_hub_records(hub, read_hub(hub), self.database_dir)
         else:
             name = resolve_layout(split).name
             filtering = split in self.filter_splits or name in self.filter_splits
             records = load_records(name, data_dir)
-        order = range(len(records)) if limit is None else seeded_order(len(records), seed)
         report: dict[str, Any] = {"split": name, "questions": len(records), "missing_database": 0,
                                   "reference_failed": 0, "too_long": 0, "filtered": filtering,
                                   "max_prompt_tokens": self.max_prompt_tokens,
                                   "token_count": "tokenizer" if self.tokenizer is not None
                                   else f"approx: ceil(chars / {CHARS_PER_TOKEN})",
                                   "dropped_ids": {"missing_database": [], "reference_failed": [], "too_long": []}}
-        kept: list[int] = []
-        for i in order:
-            if limit is not None and len(kept) >= limit:
-                break
-            if filtering:
-                reason = self._drop_reason(records[i])
-                if reason:
-                    report[reason] += 1
-                    report["dropped_ids"][reason].append(records[i].id)
-                    continue
-            kept.append(i)
-        examples = [self.example_from_record(records[i]) for i in sorted(kept)]  # file order
-        report["kept"] = len(examples)
-        report["skipped_missing_database"] = sum(1 for e in examples if e.meta.get("skip_reason"))
-        self.last_load_report = report
-        log.info("text2sql %s: %d kept; dropped %d (missing database), %d (reference fails), %d (prompt > %d "
-                 "tokens)", name, len(examples), report["missing_database"], report["reference_failed"],
-                 report["too_long"], self.max_prompt_tokens)
-        return examples
+
+        def keep(rec: Record) -> bool:
+            reason = self._drop_reason(rec) if filtering else ""
+            if reason:
+                report[reason] += 1
+                report["dropped_ids"][reason].append(rec.id)
+            return not reason
+
+        def finish(examples: list[Example]) -> None:
+            report["kept"] = len(examples)
+            report["skipped_missing_database"] = sum(1 for e in examples if e.meta.get("skip_reason"))
+            self.last_load_report = report
+            log.info("text2sql %s: %d kept; dropped %d (missing database), %d (reference fails), %d (prompt > %d "
+                     "tokens)", name, len(examples), report["missing_database"], report["reference_failed"],
+                     report["too_long"], self.max_prompt_tokens)
+
+        return Screened(records, keep, self.example_from_record, finish)
 
     def _drop_reason(self, rec: Record) -> str:
         if rec.db_path is None:

@@ -10,7 +10,7 @@ Accepted row layouts (one example each; extra fields are ignored):
 So a JSONL file of any of these rows plus a ``response`` field is valid input for
 ``mrbench score toolcall``. Malformed rows raise :class:`tasks.base.DataError` naming file and row.
 
-Hub: ``data_dir="hub:OWNER/NAME[:SPLIT]"`` (:mod:`tasks.data_source`) loads rows through ``datasets``.
+Hub: ``data_dir="hub:OWNER/NAME[:SPLIT]"``: the rows of :func:`tasks.data_source.read_hub`.
 
 Split files under a data directory (the directory itself or its ``toolrl/`` subfolder):
 ``test`` -> ``rlla_4k/test.parquet``, ``test.parquet`` or ``rlla_4k_test.parquet``;
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
 from typing import Any
 
 from mrbench_core.jsonio import read_jsonl as read_jsonl_rows
@@ -131,19 +130,3 @@ def split_file(data_dir: str, split: str) -> str:
             if os.path.isfile(path):
                 return path
     raise DataError(f"no ToolRL file for split {split!r}; looked for: {', '.join(tried)}", path=data_dir)
-
-
-def hub_rows(name: str, split: str) -> Iterable[dict[str, Any]]:
-    """Rows of a hub dataset through ``datasets`` (for users with hub access)."""
-    try:
-        import datasets
-    except ImportError as exc:
-        raise DataError(f"loading {name!r} from the hub needs the 'datasets' package "
-                        "(pip install 'mrbench[hub]'), or pass a local data directory") from exc
-    try:
-        ds = datasets.load_dataset(name, split=split)
-    except Exception as exc:  # network, auth, unknown name: all reported the same way
-        raise DataError(f"could not load dataset {name!r} (split {split!r}) from the Hugging Face hub: "
-                        f"{type(exc).__name__}: {str(exc)[:300]}. Without hub access, download ToolRL's "
-                        "rlla files and pass their directory instead") from exc
-    return list(ds)

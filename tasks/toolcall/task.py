@@ -20,10 +20,10 @@ from typing import Any
 
 from mrbench_core.errors import response_text
 from tasks.base import DataError, Example, RewardSpec, Task, Verdict
-from tasks.data_source import hub_source, sample_indices
+from tasks.data_source import hub_source, read_hub
 from tasks.registry import TASKS
 from tasks.toolcall import demo, templates
-from tasks.toolcall.data import hub_rows, read_rows, row_fields, split_file
+from tasks.toolcall.data import read_rows, row_fields, split_file
 from tasks.toolcall.parsing import ToolCall, find_call_block, parse_tool_list
 from tasks.toolcall.prompts import calls_block_text
 from tasks.toolcall.rewards import (
@@ -51,21 +51,20 @@ class ToolCallTask(Task):
         """BFCL-v4, whose data ships with the ``bfcl-eval`` package (works offline)."""
         return {"bfcl-v4": None}
 
-    def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
-             seed: int = 0) -> list[Example]:
-        """Examples of ``split`` ("train" or "test"), in file order; ``limit`` keeps a seeded sample."""
+    def load(self, split: str = "train", data_dir: str | None = None) -> list[Example]:
+        """Examples of ``split`` ("train" or "test"), in file order."""
         if split not in ("train", "test"):
             raise ValueError(f"unknown split {split!r}; known splits: train, test")
         if data_dir is None:
             rows = [r for r in demo.generate() if r["extra_info"]["split"] == split]
             where = "built-in demo set"
         elif (hub := hub_source(data_dir, split)) is not None:
-            rows = list(hub_rows(hub.repo, hub.split))
+            rows = read_hub(hub)
             where = hub.spec
         else:
             where = split_file(data_dir, split)
             rows = read_rows(where)
-        return [self.example_from_row(rows[i], where=where, index=i) for i in sample_indices(len(rows), limit, seed)]
+        return [self.example_from_row(row, where=where, index=i) for i, row in enumerate(rows)]
 
     def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None,
                          index: int | None = None) -> Example:

@@ -30,6 +30,7 @@ from harness.backends.step_metrics import run_summary
 from mrbench_core.jsonio import atomic_write_json
 from mrbench_core.replay_kinds import ReplayRequest
 from mrbench_core.seeds import SAMPLING, stream_seed
+from tasks.data_source import load_examples
 
 DEFAULTS = {"responses": ["OK.", "I cannot help with that.", "Here is a long and careful answer to your request."],
             "lr": 0.5}
@@ -62,7 +63,7 @@ class CannedBackend(Backend):
     # -- training -----------------------------------------------------------------------------
     def train(self, record: Any) -> dict[str, Any]:
         cfg, t_run = self.cfg, time.time()
-        examples = self.task.load(cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
+        examples = load_examples(self.task, cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
         if not examples:
             raise ValueError(f"task {cfg.task.name!r} loaded no {cfg.task.split!r} examples")
         record.start(seed=cfg.seed, task_version=str(self.task.version), data_hash=self.task.data_hash(examples),

@@ -17,7 +17,6 @@ from typing import Any
 
 from mrbench_core.jsonio import iter_jsonl
 from tasks.base import DataError, Example, RewardSpec, Task, Verdict
-from tasks.data_source import seeded_sample
 
 WORDS = {"train": ("apple", "river", "candle", "orbit", "meadow", "copper"), "test": ("lantern", "pebble")}
 REWARDS = ("echo", "brief")
@@ -44,8 +43,7 @@ class EchoTask(Task):
         return [RewardSpec("echo", 0.0, 1.0, "the word appears in the response"),
                 RewardSpec("brief", 0.0, 1.0, f"at most {self.max_chars} characters")]
 
-    def load(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
-             seed: int = 0) -> list[Example]:
+    def load(self, split: str = "train", data_dir: str | None = None) -> list[Example]:
         if data_dir is None:
             if split not in WORDS:
                 raise DataError(f"example-echo has built-in splits {sorted(WORDS)}, not {split!r}")
@@ -53,7 +51,7 @@ class EchoTask(Task):
                         for i, w in enumerate(WORDS[split])]
         else:  # one file, whatever the split
             examples = [self.example_from_row(row, where=f"{data_dir}, row {n}") for n, row in iter_jsonl(data_dir)]
-        return seeded_sample(examples, limit, seed)  # the data contract's limit: a seeded sample in file order
+        return examples  # all of them, in file order: the harness keeps the run's seeded `limit`
 
     def example_from_row(self, row: dict[str, Any], *, where: str = "", data_dir: str | None = None) -> Example:
         word = row.get("word")

@@ -33,6 +33,7 @@ from harness.backends.openrlhf.cell import CellPaths, CellSpec
 from harness.backends.openrlhf.launch import clear_stop, run_process
 from harness.backends.openrlhf.prompts import load_tokenizer, model_source, stop_ids, write_prompts
 from mrbench_core.replay_kinds import ReplayRequest
+from tasks.data_source import load_examples
 
 #: environment variables the OpenRLHF processes need as the mrbench process has them
 FORWARDED_ENV = ("MRBENCH_DATA_DIR", "MRBENCH_MODEL_CACHE", "HF_HOME", "HF_HUB_OFFLINE")
@@ -112,7 +113,7 @@ class OpenRLHFBackend(Backend):
         source = model_source(cfg)
         tokenizer = load_tokenizer(source)
         task.use_tokenizer(tokenizer)
-        examples = task.load(cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
+        examples = load_examples(task, cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
         examples, too_long = fit_prompts(examples, tokenizer, cfg.sampling.max_prompt_tokens)
         if not examples:
             raise ValueError(f"task {cfg.task.name!r} loaded no {cfg.task.split!r} examples"
