@@ -1,7 +1,10 @@
 """Pre-flight: check that a run's task, algorithm, backend and benchmarks fit together before
 any model is loaded, and say in one line why not and what would fit.
 
-Checked, in order: the names resolve; the algorithm's parameters validate; the task can build
+Checked, in order: the backend resolves and honours every setting given (``Backend.ignored``:
+a field set away from its default that the backend would ignore is refused, naming each such
+field, the backend and the backends that would honour them); the names resolve; the algorithm's
+parameters validate; the task can build
 the contexts of the replay the algorithm asks for (``Task.supported_replays``); the backend runs
 that replay and whatever else the algorithm declares (``Backend.unsupported``), with its own
 settings (``Backend.refuses``); the training data is where ``task.data_dir`` says
@@ -62,6 +65,36 @@ def check_replay(task: Any, algorithm: Any, backend_class: type, cfg: Any) -> No
         raise PreflightError(f"--algo {cfg.algo.name} --backend {cfg.backend.name}: {why}")
 
 
+def check_settings(backend_class: type, cfg: Any) -> None:
+    """Refuse the settings of ``cfg`` that ``backend_class`` would ignore (``Backend.ignored``),
+    all of them in one line, in field order, with the other backends that honour them."""
+    from harness.backends import BACKENDS
+    from harness.backends.honours import field_paths
+
+    def path(entry: str) -> str:
+        return entry.split("=", 1)[0]
+
+    ignored = backend_class.ignored(cfg)
+    if not ignored:
+        return
+    order = {p: i for i, p in enumerate(field_paths())}
+    ignored = sorted(ignored, key=lambda e: order.get(path(e), order.get(path(e).rsplit(".", 1)[0], len(order))))
+    paths = {path(entry) for entry in ignored}
+
+    def honours_them(name: str) -> bool:
+        try:
+            other = BACKENDS.get(name)
+        except (RegistryError, ImportError):  # a plugin that cannot load is reported when it is chosen
+            return False
+        return not paths & {path(entry) for entry in other.ignored(cfg)}
+
+    others = [name for name in BACKENDS.names() if name != backend_class.name and honours_them(name)]
+    them = "it" if len(ignored) == 1 else "them"
+    fits = f" or use a backend that honours {them} ({', '.join(others)})" if others else ""
+    raise PreflightError(f"--backend {cfg.backend.name}: backend {backend_class.name!r} would ignore "
+                         f"{'; '.join(ignored)}; leave {them} at the default{fits}")
+
+
 def plan_benchmarks(task: Any, cfg: Any) -> dict[str, str | None]:
     from evals.registry import make_evaluator
 
@@ -108,12 +141,13 @@ def preflight(cfg: Any, environment: bool = True) -> Plan:
     from tasks.registry import make_task
 
     try:
+        backend_class = BACKENDS.get(cfg.backend.name)
+        check_settings(backend_class, cfg)
         try:
             task = make_task(cfg.task.name, **cfg.task.options)
         except TypeError as exc:  # a task option its constructor does not take
             raise PreflightError(f"--task.options: {exc}") from exc
         algorithm = get_algorithm(cfg.algo.name, **cfg.algo.params)
-        backend_class = BACKENDS.get(cfg.backend.name)
         check_replay(task, algorithm, backend_class, cfg)
         check_weights(task, algorithm, cfg)
         missing = task.data_problem(cfg.task.split, cfg.task.data_dir)

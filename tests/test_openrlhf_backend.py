@@ -96,6 +96,9 @@ def test_dry_run_prints_command_and_placement_without_gpu_ray_or_vllm(tmp_path, 
     rec = tmp_path / "rec"
     argv = ["run", "--backend", "openrlhf", "--dry-run", "--output.dir", str(rec),
             "--backend.openrlhf.gpus_per_node", "2"] + (["--config", config] if config else [])
+    if config:  # a paper recipe updates in float32, which OpenRLHF cannot: pre-flight refuses it
+        assert cli.main(argv) == 2 and "model.train_dtype=float32" in capsys.readouterr().err
+        argv += ["--model.train_dtype", "bfloat16"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     command = out.split("OpenRLHF command line:\n", 1)[1].splitlines()[0].strip()

@@ -20,6 +20,7 @@ import torch
 from openrlhf_stubs import stubbed_openrlhf
 from toy_task import register, tiny_config
 
+from harness.backends import BACKENDS
 from harness.backends.openrlhf.argv import openrlhf_argv
 from harness.backends.openrlhf.cell import AGENT_FILE, CellPaths, CellSpec
 from harness.backends.openrlhf.frame import gather_rows, response_columns
@@ -129,16 +130,21 @@ def _argv(cfg, tmp_path):
     return openrlhf_argv(cfg, CellPaths(tmp_path), "/models/policy")
 
 
+#: the paper recipes update in float32, which OpenRLHF cannot (pre-flight refuses it): bf16 here
+BF16 = ("model.train_dtype", "bfloat16")
+
+
 @pytest.mark.parametrize("recipe,overrides", [
     (None, []),
-    ("toolcall-paper", []),
-    ("ifollow-paper", []),
-    ("text2sql-paper", []),
-    ("toolcall-paper", [("optim.kl_coef", "0.01"), ("model.lora", "true"), ("optim.entropy_coef", "0.001"),
+    ("toolcall-paper", [BF16]),
+    ("ifollow-paper", [BF16]),
+    ("text2sql-paper", [BF16]),
+    ("toolcall-paper", [BF16, ("optim.kl_coef", "0.01"), ("model.lora", "true"), ("optim.entropy_coef", "0.001"),
                         ("backend.openrlhf.gpus_per_node", "4"), ("backend.openrlhf.vllm_tensor_parallel", "2")]),
 ])
 def test_openrlhf_parser_accepts_the_command_line(orl, tmp_path, monkeypatch, recipe, overrides):
     cfg = resolve(recipe, [("backend", "openrlhf"), *overrides])
+    assert BACKENDS.get("openrlhf").ignored(cfg) == []
     args = run_openrlhf_cli(orl, _argv(cfg, tmp_path), monkeypatch)
     s, o = cfg.sampling, cfg.optim
     assert args.rollout.n_samples_per_prompt == s.group_size and args.rollout.batch_size == s.prompts_per_step
@@ -151,6 +157,7 @@ def test_openrlhf_parser_accepts_the_command_line(orl, tmp_path, monkeypatch, re
     assert args.critic.model_name_or_path is None  # no critic: the placeholder estimator has none
     assert args.reward.remote_url == ["agent"] and args.train.agent_func_path == str(AGENT_FILE)
     assert args.ds.lora.rank == (cfg.model.lora_r if cfg.model.lora else 0)
+    assert args.ds.param_dtype == "bf16"  # model.train_dtype bfloat16, or auto resolved to it
 
 
 def test_the_dry_run_line_is_what_the_parser_accepts(orl, tmp_path, monkeypatch, capsys):
@@ -158,8 +165,8 @@ def test_the_dry_run_line_is_what_the_parser_accepts(orl, tmp_path, monkeypatch,
 
     from harness import cli
 
-    assert cli.main(["run", "--backend", "openrlhf", "--config", "toolcall-paper", "--dry-run",
-                     "--output.dir", str(tmp_path / "rec")]) == 0
+    assert cli.main(["run", "--backend", "openrlhf", "--config", "toolcall-paper", "--model.train_dtype", "bfloat16",
+                     "--dry-run", "--output.dir", str(tmp_path / "rec")]) == 0
     out = capsys.readouterr().out.splitlines()
     line = shlex.split(out[out.index("OpenRLHF command line:") + 1])
     argv = line[line.index("harness.backends.openrlhf.main") + 1:]

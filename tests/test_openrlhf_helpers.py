@@ -164,8 +164,9 @@ def _flags(argv):
     (None, [], {"--rollout.n_samples_per_prompt": ["8"], "--rollout.batch_size": ["2"], "--train.batch_size": ["16"],
                 "--data.max_len": ["4192"], "--algo.kl.init_coef": ["0.0"], "--ckpt.save_steps": ["-1"],
                 "--vllm.num_engines": ["1"], "--actor.adam.betas": ["0.9", "0.999"]}),
-    ("toolcall-paper", [], {"--train.batch_size": ["512"], "--rollout.batch_size": ["512"],
-                            "--actor.adam.lr": ["1e-06"], "--data.max_len": ["3072"], "--ckpt.save_steps": ["10"]}),
+    ("toolcall-paper", [("model.train_dtype", "bfloat16")],  # the recipe's float32 update: refused on openrlhf
+     {"--train.batch_size": ["512"], "--rollout.batch_size": ["512"], "--actor.adam.lr": ["1e-06"],
+      "--data.max_len": ["3072"], "--ckpt.save_steps": ["10"], "--ds.param_dtype": ["bf16"]}),
     (None, [("optim.kl_coef", "0.05"), ("schedule.checkpoint_every", "1")],
      {"--algo.kl.use_loss": [], "--algo.kl.estimator": ["k3"], "--ckpt.save_steps": ["1"]}),
     (None, [("backend.openrlhf.gpus_per_node", "4"), ("backend.openrlhf.vllm_tensor_parallel", "2")],
@@ -189,6 +190,12 @@ def test_argv_maps_the_run_config(tmp_path, recipe, overrides, expect):
     assert ("--algo.kl.use_loss" in flags) == (cfg.optim.kl_coef > 0)
     assert train_batch_size(cfg) * cfg.optim.mini_batches == cfg.sampling.prompts_per_step * cfg.sampling.group_size
     assert flags["--ckpt.path"] == [str(tmp_path / "checkpoint" / "openrlhf")]
+
+
+def test_a_float32_update_never_reaches_the_command_line(tmp_path):
+    cfg = resolve("toolcall-paper", [("backend", "openrlhf")])  # model.train_dtype float32
+    with pytest.raises(ValueError, match="bf16 or fp16 only"):
+        openrlhf_argv(cfg, CellPaths(tmp_path), "/m")
 
 
 def test_update_stats_feed_the_local_row_keys():

@@ -17,6 +17,13 @@ the backend fit together, using what the backend declares here:
   asking for another is refused before any model is loaded;
 - ``supports_reference``: whether it can keep a frozen initial policy (``algorithm.needs_reference``);
 - ``supports_extra_loss``: whether it adds an algorithm's own loss term (``algorithm.has_loss``);
+- ``honours``: the run-config fields it acts on (dotted paths such as ``sampling.top_k``, or a
+  section only it reads, ``backend.local``), beyond those the harness acts on itself
+  (:data:`harness.backends.honours.HARNESS_FIELDS`: the task and algorithm names and options, the
+  end-of-run evaluation, the record's place, the loggers). Pre-flight refuses a value other than
+  the default (or the field's off value) of any other field, naming it and the backend
+  (``ignored(cfg)``): a setting is honoured or refused, never silently ignored. A backend that
+  honours a field only for some values lists the field and refuses the rest in ``ignored``;
 - ``refuses(cfg, algorithm)``: why its own settings cannot run this algorithm (e.g. a parallelism
   that the replay cannot follow), or None;
 - ``missing(cfg)``: what this machine lacks to train with it (a GPU, a package), saying how to
@@ -69,6 +76,8 @@ class Backend(ABC):
     supported_replays: ClassVar[frozenset[ReplayRequest]] = frozenset({ReplayRequest.NONE})
     supports_reference: ClassVar[bool] = False
     supports_extra_loss: ClassVar[bool] = False
+    #: run-config fields (dotted paths) or sections this backend acts on, beyond the harness's own
+    honours: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, cfg: Any, task: Any | None = None, algorithm: Any | None = None):
         self.cfg = cfg
@@ -100,6 +109,15 @@ class Backend(ABC):
         if algorithm.has_loss and not cls.supports_extra_loss:
             return f"backend {cls.name!r} adds no algorithm loss terms, which {algorithm.name!r} needs"
         return None
+
+    @classmethod
+    def ignored(cls, cfg: Any) -> list[str]:
+        """The settings of ``cfg`` this backend would ignore, each ``path=value`` (with why, where
+        the backend says): the fields set away from their defaults that neither it nor the harness
+        honours (:func:`harness.backends.honours.ignored_settings`)."""
+        from harness.backends.honours import ignored_settings
+
+        return ignored_settings(cfg, cls.honours)
 
     @classmethod
     def refuses(cls, cfg: Any, algorithm: Any) -> str | None:

@@ -61,6 +61,16 @@ class LocalBackend(LocalEngine, Backend):
     supported_replays = frozenset(ReplayRequest)
     supports_reference = True
     supports_extra_loss = True
+    honours = frozenset({
+        "task.data_dir", "task.split", "task.limit", "task.verifier_timeout_s", "model.name", "model.dtype",
+        "model.train_dtype", "model.device", "model.lora", "model.lora_r", "model.lora_alpha", "model.lora_dropout",
+        "model.gradient_checkpointing", "model.cache_dir", "backend.local", "sampling.prompts_per_step",
+        "sampling.group_size", "sampling.temperature", "sampling.top_p", "sampling.top_k", "sampling.max_new_tokens",
+        "sampling.max_prompt_tokens", "optim.lr", "optim.betas", "optim.weight_decay", "optim.grad_clip",
+        "optim.micro_batch_size", "optim.mini_batches", "optim.clip_low", "optim.clip_high", "optim.kl_coef",
+        "optim.entropy_coef", "schedule.steps", "schedule.checkpoint_every", "schedule.log_samples",
+        "schedule.no_signal_steps", "schedule.stop_without_signal", "output.credit_groups", "output.save_model",
+        "output.save_merged", "seed"})
 
     def __init__(self, cfg: RunConfig, task: Any | None = None, algorithm: Any | None = None):
         Backend.__init__(self, cfg, task, algorithm)

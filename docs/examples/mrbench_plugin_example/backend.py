@@ -42,6 +42,9 @@ class CannedBackend(Backend):
 
     name = "example-canned"
     supported_replays = frozenset({ReplayRequest.NONE})
+    honours = frozenset({"task.data_dir", "task.split", "task.limit", "sampling.prompts_per_step",
+                         "sampling.group_size", "schedule.steps", "schedule.checkpoint_every", "schedule.log_samples",
+                         "seed", "backend.options.example-canned"})  # pre-flight refuses any other setting given
 
     def __init__(self, cfg: Any, task: Any | None = None, algorithm: Any | None = None):
         super().__init__(cfg, task, algorithm)

@@ -51,6 +51,68 @@ def topology(opts: Any) -> Topology:
                     opts.ring_attn_size)
 
 
+#: OpenRLHF 0.11's ``--ds.param_dtype`` for each ``model.train_dtype`` it can honour: DeepSpeed's
+#: bf16 mode is the local backend's ``bfloat16`` (bf16 forward and backward, float32 master
+#: weights and optimiser state); OpenRLHF takes bf16 or fp16 only, so float32 has none
+PARAM_DTYPES = {"bfloat16": "bf16"}
+#: the dtype OpenRLHF 0.11 gives its vLLM engines (``create_vllm_engines``: ``dtype="bfloat16"``)
+VLLM_DTYPE = "bfloat16"
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What ``model.train_dtype`` and ``model.dtype`` become on OpenRLHF: each resolved name
+    (``auto`` as the local backend resolves it, :func:`harness.models.resolve_train_dtype`, on the
+    GPUs the run would use) and why, for the dry run and the record."""
+
+    train_dtype: str
+    rollout_dtype: str
+    why: str
+
+    @property
+    def param_dtype(self) -> str | None:
+        """``--ds.param_dtype``, None when OpenRLHF cannot train in ``train_dtype``."""
+        return PARAM_DTYPES.get(self.train_dtype)
+
+    def lines(self, cfg: Any) -> list[str]:
+        """How the dry run and the record say it."""
+        m = cfg.model
+        update = (f"update: model.train_dtype {m.train_dtype} -> {self.train_dtype}: --ds.param_dtype "
+                  f"{self.param_dtype} (DeepSpeed's bf16: float32 master weights and optimiser state)")
+        rollouts = (f"rollouts: model.dtype {m.dtype} -> {self.rollout_dtype}: the vLLM engines' dtype "
+                    f"(OpenRLHF 0.11 sets {VLLM_DTYPE})")
+        return [update, rollouts, f"auto: {self.why}"]
+
+
+def auto_bf16(cfg: Any) -> tuple[bool, str]:
+    """Whether ``auto`` resolves to bf16 on the GPUs the run would use, and how that is known."""
+    if cfg.backend.openrlhf.address:
+        return True, ("bf16 on the Ray cluster's GPUs, which mrbench cannot probe from here (OpenRLHF "
+                      "trains in bf16)")
+    import torch
+
+    if not torch.cuda.is_available():
+        return True, "bf16 assumed: no CUDA GPU on this machine to check (training needs one)"
+    from harness.models import bf16_supported
+
+    if bf16_supported(torch.device("cuda")):
+        return True, "bf16, which this node's GPU computes (as the local backend resolves it)"
+    return False, "float32 on this node's GPU, which has no bf16 (as the local backend resolves it)"
+
+
+def precision(cfg: Any) -> Precision:
+    """``model.train_dtype`` and ``model.dtype`` resolved for OpenRLHF (see :class:`Precision`)."""
+    m = cfg.model
+    why = ""
+    if "auto" in (m.train_dtype, m.dtype):
+        bf16, why = auto_bf16(cfg)
+    else:
+        bf16 = True
+    resolved = "bfloat16" if bf16 else "float32"
+    return Precision(resolved if m.train_dtype == "auto" else m.train_dtype,
+                     resolved if m.dtype == "auto" else m.dtype, why or "not used (no setting is auto)")
+
+
 def train_batch_size(cfg: Any) -> int:
     """Samples per optimiser update: one step's ``prompts_per_step * G`` over ``mini_batches``."""
     s = cfg.sampling
@@ -64,6 +126,16 @@ def _num(value: float) -> str:
 def submits_job(cfg: Any) -> bool:
     """Whether the run goes to a Ray cluster as a job (``backend.openrlhf.address`` is a dashboard URL)."""
     return (cfg.backend.openrlhf.address or "").startswith(("http://", "https://"))
+
+
+def param_dtype(cfg: Any) -> str:
+    """``--ds.param_dtype`` for ``model.train_dtype``; pre-flight refuses a dtype OpenRLHF cannot
+    train in (:func:`harness.backends.openrlhf.checks.dtype_refusals`), so it never reaches here."""
+    resolved = precision(cfg)
+    if resolved.param_dtype is None:
+        raise ValueError(f"model.train_dtype {cfg.model.train_dtype} ({resolved.train_dtype}): OpenRLHF 0.11 "
+                         f"trains in bf16 or fp16 only")
+    return resolved.param_dtype
 
 
 def openrlhf_argv(cfg: Any, paths: CellPaths, model_source: str) -> list[str]:
@@ -105,7 +177,7 @@ def openrlhf_argv(cfg: Any, paths: CellPaths, model_source: str) -> list[str]:
     if opts.async_rollouts:
         argv += ["--train.async_enable"]
     argv += ["--ds.zero_stage", str(opts.zero_stage), "--ds.tensor_parallel_size", str(top.actor_tp),
-             "--ds.ring_attn_size", str(top.ring), "--ds.param_dtype", "bf16",
+             "--ds.ring_attn_size", str(top.ring), "--ds.param_dtype", param_dtype(cfg),
              "--ds.attn_implementation", opts.attn_implementation]
     if opts.adam_offload:
         argv += ["--ds.adam_offload"]
@@ -205,6 +277,7 @@ def placement(cfg: Any) -> list[str]:
     lines.append(f"GPUs: {gpus} ({top.nodes} node(s) x {top.gpus_per_node} for the policy actors"
                  + ("" if opts.colocate and not opts.async_rollouts else
                     f", plus {top.engines * top.engine_tp} for the vLLM engines") + ")")
+    dtype = precision(cfg).param_dtype
     for node in range(top.nodes):
         for gpu in range(top.gpus_per_node):
             rank = node * top.gpus_per_node + gpu
@@ -218,7 +291,7 @@ def placement(cfg: Any) -> list[str]:
                 share.append(f"reference actor {rank}")
             extra = f", sharing it with {' and '.join(share)}" if share else ""
             lines.append(f"  node {node} GPU {gpu}: policy actor rank {rank} (DeepSpeed ZeRO-{opts.zero_stage}, "
-                         f"bf16){extra}")
+                         f"{dtype}){extra}")
     if not (opts.colocate and not opts.async_rollouts):
         lines.append(f"  vLLM: {top.engines} engine(s) x {top.engine_tp} GPU(s) in their own placement group")
     lines.append("  trainer (single controller): 1 CPU actor; rewards: mrbench's verifiers inside the vLLM engines")

@@ -28,7 +28,15 @@ from typing import Any
 from harness.backends import BACKENDS
 from harness.backends.base import Backend, BackendRunError
 from harness.backends.openrlhf import checks
-from harness.backends.openrlhf.argv import ENTRYPOINT, launch_command, openrlhf_argv, placement, runtime_env, shell_line
+from harness.backends.openrlhf.argv import (
+    ENTRYPOINT,
+    launch_command,
+    openrlhf_argv,
+    placement,
+    precision,
+    runtime_env,
+    shell_line,
+)
 from harness.backends.openrlhf.cell import CellPaths, CellSpec
 from harness.backends.openrlhf.launch import clear_stop, run_process
 from harness.backends.openrlhf.prompts import load_tokenizer, model_source, stop_ids, write_prompts
@@ -52,6 +60,17 @@ class OpenRLHFBackend(Backend):
                                    ReplayRequest.RUBRIC, ReplayRequest.READ_SPANS})
     supports_reference = False
     supports_extra_loss = False
+    #: what it leaves out, and why: checks.NOT_HONOURED; the dtypes it honours: checks.dtype_refusals
+    honours = frozenset({
+        "task.data_dir", "task.split", "task.limit", "model.name", "model.dtype", "model.train_dtype", "model.lora",
+        "model.lora_r", "model.lora_alpha", "model.lora_dropout", "model.gradient_checkpointing", "model.cache_dir",
+        "backend.openrlhf", "backend.local.generator", "backend.local.vllm_gpu_memory_utilization",
+        "backend.local.rollout_attention", "backend.local.threads",  # the end-of-run evaluation's generator
+        "sampling.prompts_per_step", "sampling.group_size", "sampling.temperature", "sampling.top_p",
+        "sampling.top_k", "sampling.max_new_tokens", "sampling.max_prompt_tokens", "optim.lr", "optim.betas",
+        "optim.weight_decay", "optim.grad_clip", "optim.micro_batch_size", "optim.mini_batches", "optim.clip_low",
+        "optim.clip_high", "optim.kl_coef", "optim.entropy_coef", "schedule.steps", "schedule.checkpoint_every",
+        "schedule.log_samples", "schedule.no_signal_steps", "output.save_model", "seed"})
 
     def __init__(self, cfg: Any, task: Any | None = None, algorithm: Any | None = None):
         super().__init__(cfg, task, algorithm)
@@ -65,6 +84,12 @@ class OpenRLHFBackend(Backend):
             return (f"backend 'openrlhf' cannot add {algorithm.name}'s own loss term (it would need OpenRLHF's "
                     f"actor loss changed, which this backend does not patch); run it with --backend local")
         return super().unsupported(algorithm)
+
+    @classmethod
+    def ignored(cls, cfg: Any) -> list[str]:
+        named = [f"{entry} ({why})" if (why := checks.reason(entry.split("=", 1)[0])) else entry
+                 for entry in super().ignored(cfg)]
+        return named + checks.dtype_refusals(cfg)
 
     @classmethod
     def refuses(cls, cfg: Any, algorithm: Any) -> str | None:
@@ -92,6 +117,7 @@ class OpenRLHFBackend(Backend):
         env = self._environment(paths)
         lines = ["OpenRLHF command line:", "  " + shell_line(command), "", "environment:"]
         lines += [f"  {k}={v}" for k, v in sorted(env.items())]
+        lines += ["", "precision:", *("  " + line for line in precision(cfg).lines(cfg))]
         lines += ["", "placement:", *("  " + line for line in placement(cfg)), "", "files:",
                   f"  prompts (written by train): {paths.prompts}", f"  cell: {paths.cell}",
                   f"  checkpoints: {paths.checkpoints}", f"  log: {paths.log}"]
@@ -124,7 +150,8 @@ class OpenRLHFBackend(Backend):
         record.start(seed=cfg.seed, task_version=str(task.version), data_hash=Task.data_hash(examples),
                      extra={"backend": self.name, "model_source": source,
                             "prompts_too_long": too_long, "openrlhf": {"command": shell_line(command),
-                                                                        "placement": placement(cfg)}})
+                                                                        "placement": placement(cfg),
+                                                                        "precision": precision(cfg).lines(cfg)}})
         from harness.backends.relevance_guard import RelevanceGuard
 
         RelevanceGuard(algo, task, record).at_start(examples, cfg.schedule.steps)

@@ -1,5 +1,10 @@
 """What the openrlhf backend refuses before a run starts, and what a machine needs to train with it.
 
+Settings it would ignore (pre-flight, ``OpenRLHFBackend.ignored``): the run-config fields the
+backend does not declare in ``honours``, with the reason of :data:`NOT_HONOURED`, and the dtypes
+OpenRLHF 0.11 cannot run (:func:`dtype_refusals`: a float32 update, vLLM engines in anything but
+bf16).
+
 Refused, with the reason (pre-flight, :func:`refusal`):
 
 - an algorithm with its own loss term (OPSD's distillation): OpenRLHF's actor loss would have to
@@ -109,6 +114,46 @@ def length_refusal(cfg: Any) -> str | None:
                f"lower --sampling.max_new_tokens below {positions}"))
 
 
+#: why the openrlhf backend does not honour a run-config field (or section) it leaves out of its
+#: ``honours``: pre-flight names the reason with the refused setting
+NOT_HONOURED = {
+    "task.verifier_timeout_s": "the verifiers run in the vLLM engines' worker threads without a time budget",
+    "model.device": "OpenRLHF's actors and vLLM engines go where Ray places them (backend.openrlhf.*)",
+    "output.credit_groups": "the openrlhf backend writes no credit.jsonl",
+    "output.save_merged": "the openrlhf backend copies OpenRLHF's saved model or LoRA adapter, unmerged",
+    "schedule.stop_without_signal": "it stops the local backend's loop; OpenRLHF's trainer runs its planned steps "
+                                    "(the no-signal warning and summary come at the end of the run)",
+    "backend.local": "the local backend's replay; the policy actors replay with backend.openrlhf.replay_batch_size, "
+                     "replay_chunk_size and share_prefix",
+    "backend.options": "a plugin backend's options",
+}
+
+
+def reason(path: str) -> str:
+    """Why the openrlhf backend does not honour ``path`` (empty when :data:`NOT_HONOURED` does not say)."""
+    for entry, why in NOT_HONOURED.items():
+        if path == entry or path.startswith(entry + "."):
+            return why
+    return ""
+
+
+def dtype_refusals(cfg: Any) -> list[str]:
+    """``model.train_dtype`` and ``model.dtype`` values OpenRLHF 0.11 cannot run, each
+    ``path=value (why)`` (``auto`` resolved on the GPUs the run would use: :func:`argv.precision`)."""
+    from harness.backends.openrlhf.argv import VLLM_DTYPE, precision
+
+    m, resolved = cfg.model, precision(cfg)
+    out = []
+    if resolved.param_dtype is None:
+        auto = f"auto resolves to {resolved.train_dtype}: {resolved.why}; " if m.train_dtype == "auto" else ""
+        out.append(f"model.train_dtype={m.train_dtype} ({auto}OpenRLHF 0.11 trains in bf16 or fp16 only, "
+                   f"--ds.param_dtype; bfloat16 is DeepSpeed's bf16 with float32 master weights)")
+    if resolved.rollout_dtype != VLLM_DTYPE:
+        auto = f"auto resolves to {resolved.rollout_dtype}: {resolved.why}; " if m.dtype == "auto" else ""
+        out.append(f"model.dtype={m.dtype} ({auto}OpenRLHF 0.11's vLLM engines sample in {VLLM_DTYPE})")
+    return out
+
+
 def refusal(cfg: Any, algorithm: Any) -> str | None:
     """Why the run cannot start with these settings (see the module docstring), else None."""
     opts, s, o = cfg.backend.openrlhf, cfg.sampling, cfg.optim
@@ -118,9 +163,6 @@ def refusal(cfg: Any, algorithm: Any) -> str | None:
     too_long = length_refusal(cfg)
     if too_long:
         return too_long
-    if cfg.schedule.stop_without_signal:
-        return ("schedule.stop_without_signal stops the local backend's loop; OpenRLHF's trainer runs its "
-                "planned steps (the no-signal warning and summary come at the end of the run)")
     if opts.nodes > 1 and not opts.address:
         return (f"backend.openrlhf.nodes={opts.nodes} needs a running Ray cluster: start one (ray start) and set "
                 f"backend.openrlhf.address")
