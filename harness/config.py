@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,12 @@ GENERATORS = ("auto", "transformers", "vllm")
 #: own (auto, grouped_matmul), the model's own (default), and transformers' implementations
 ROLLOUT_ATTENTIONS = ("auto", "grouped_matmul", "default", "sdpa", "eager", "flash_attention_2",
                       "flash_attention_3", "flex_attention")
-#: ``backend.local.replay_batching`` values (:func:`harness.backends.local.exact_replay_batches`)
+#: ``backend.local.replay_batching`` values (:func:`harness.backends.local_engine.exact_replay_batches`)
 REPLAY_BATCHING = ("padded", "exact")
-#: ``backend.local.replay_head`` values (:func:`harness.backends.local.replay_head_float32`)
+#: ``model.device`` forms (:func:`harness.models.resolve_device`): N is a GPU index
+DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+#: ``backend.local.replay_head`` values (:func:`harness.backends.local_engine.replay_head_float32`)
 REPLAY_HEADS = ("model", "float32", "auto")
 
 @dataclass
@@ -91,7 +95,8 @@ class ModelConfig:
     train_dtype: str = setting("auto", help="the update's compute dtype (auto: bf16 mixed precision where the "
                                             "CPU/GPU computes bf16 natively, else float32); master weights and "
                                             "optimiser state are float32 either way", choices=TRAIN_DTYPES)
-    device: str = setting("auto", help="auto, cpu, cuda, cuda:N")
+    device: str = setting("auto", help=f"where the policy runs: {', '.join(DEVICES)} (auto: cuda when a GPU is "
+                                       f"present, else cpu)")
     lora: bool = setting(False, help="train a LoRA adapter instead of every weight (needs peft)")
     lora_r: int = setting(16, help="LoRA rank", ge=1)
     lora_alpha: int = setting(32, help="LoRA alpha (scale alpha / r)", gt=0)
@@ -102,6 +107,8 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         checked(self, "model")
+        if not _DEVICE.fullmatch(self.device):  # a pattern (cuda:N), not a fixed set of choices
+            raise ConfigError(f"model.device: must be one of: {', '.join(DEVICES)}; got {self.device!r}")
 
 
 @dataclass

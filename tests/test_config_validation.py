@@ -162,3 +162,15 @@ def test_eval_refuses_a_bad_dtype_or_attention_at_parse(flag, capsys, tmp_path):
     allowed = C.MODEL_DTYPES if flag == "--dtype" else C.ROLLOUT_ATTENTIONS
     assert "invalid choice: 'bogus'" in err and all(repr(v) in err for v in allowed)
     assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize("device, ok", [("auto", True), ("cpu", True), ("cuda", True), ("cuda:1", True),
+                                        ("mps", True), ("gpu", False), ("cuda:", False), ("cuda:x", False)])
+def test_model_device_is_checked_at_parse(device, ok):
+    """A device torch would refuse only after the record is open (``gpu``) is refused here."""
+    if ok:
+        assert resolve(None, [("model.device", device)]).model.device == device
+        return
+    with pytest.raises(ConfigError) as err:
+        resolve(None, [("model.device", device)])
+    assert str(err.value) == f"model.device: must be one of: auto, cpu, cuda, cuda:N, mps; got {device!r}"
