@@ -344,12 +344,14 @@ class Algorithm(ABC):
     - ``replay_request``: the replay kind whose statistics the batch must carry
       (:class:`ReplayRequest`; ``needs_replay(step)`` may skip it on some steps);
     - ``needs_reference``: a frozen copy of the initial policy (OPSD's teacher);
-    - ``has_loss``: a loss term of its own (OPSD: ``distillation_loss`` on the teacher replay); its
-      coefficient lives in the algorithm's own config, never in the backend's.
+    - ``has_loss``: a loss term of its own, which the backend adds to the policy objective. It is
+      derived, never written: True exactly when the class implements :meth:`own_loss` (OPSD's
+      distillation on the teacher replay). The term's coefficient lives in the algorithm's own
+      config, never in the backend's.
 
     What an algorithm contributes, beside its token advantages: :meth:`contributions`, the split of
-    its advantage over the rewards (the ``adv/<r>/...`` and ``credit/<r>/...`` diagnostics); the
-    default is "no split".
+    its advantage over the rewards (the ``adv/<r>/...`` and ``credit/<r>/...`` diagnostics), and
+    :meth:`own_loss`. Both are optional; the defaults are "no split" and "no loss of its own".
 
     ``name`` is set by the registration (``@ALGORITHMS.register("name")``). Config fields are
     declared with ``setting(default, help=...)`` from :mod:`mrbench_core.fields`, so that
@@ -360,9 +362,20 @@ class Algorithm(ABC):
     replay_request: ReplayRequest = ReplayRequest.NONE
     config_class: type = object
     needs_reference: bool = False
-    has_loss: bool = False
+    #: whether the class implements :meth:`own_loss` (set for each subclass; see the class docstring)
+    has_loss: ClassVar[bool] = False
     #: parameters that were renamed, old name -> new one: refused under the old name with the new place
     renamed: ClassVar[Mapping[str, str]] = MappingProxyType({})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        implements = cls.own_loss is not Algorithm.own_loss
+        if "has_loss" in cls.__dict__ and bool(cls.__dict__["has_loss"]) != implements:
+            raise TypeError(f"{cls.__qualname__} sets has_loss = {cls.__dict__['has_loss']!r} but "
+                            f"{'implements' if implements else 'does not implement'} own_loss(): has_loss is "
+                            f"derived from own_loss; implement own_loss(student_logits, teacher_logits, "
+                            f"response_mask) for a loss term of its own and leave has_loss unset")
+        cls.has_loss = implements
 
     def __init__(self, **config: Any):
         self.config = make_config(self.config_class, self.name, config, self.renamed)
@@ -392,6 +405,15 @@ class Algorithm(ABC):
         once and gets the per-reward diagnostics (``adv/<r>/...``; ``credit/<r>/...`` with token
         weights); it reads what it needs from ``result`` rather than computing it again."""
         return None
+
+    def own_loss(self, student_logits: Tensor, teacher_logits: Tensor, response_mask: Tensor) -> Tensor:
+        """The algorithm's own loss term for one micro-batch, a scalar with gradient, which the
+        backend adds to the policy objective (weighted by the micro-batch's share of the update's
+        valid tokens): ``student_logits[b,T,V]`` the policy's logits at the response positions (with
+        gradient, at the rollout temperature), ``teacher_logits[b,T,V]`` the teacher replay's
+        (``ReplayRequest.TEACHER``: the reference policy under the privileged context, detached),
+        ``response_mask[b,T]``. Implementing it sets :attr:`has_loss`; the base class has none."""
+        raise NotImplementedError(f"{type(self).__name__} has no loss of its own (has_loss is False)")
 
     def needs_replay(self, step: int) -> bool:
         """Whether the backend must run the replay at this step (it may skip it when False)."""

@@ -17,7 +17,8 @@ times ``loss_coef``; the teacher is detached.
 
 Token advantages: ``advantage = "none"`` (default) returns zeros, pure distillation as in the
 source, so the clipped surrogate contributes nothing; ``"grpo"`` adds GRPO advantages for an
-RL + distillation variant. ``has_loss`` tells the backend to add :meth:`OPSD.distillation_loss`.
+RL + distillation variant. The loss is OPSD's :meth:`~algorithms.base.Algorithm.own_loss` (which
+makes ``has_loss`` True): the backend adds it to the policy objective on the teacher replay's logits.
 """
 
 from __future__ import annotations
@@ -79,7 +80,6 @@ class OPSD(Algorithm):
     replay_request = ReplayRequest.TEACHER
     config_class = OPSDConfig
     needs_reference = True
-    has_loss = True
     renamed: ClassVar[Mapping[str, str]] = MappingProxyType({"beta": "jsd_beta"})
 
     def advantages(self, batch: RolloutBatch) -> Advantages:
@@ -89,6 +89,10 @@ class OPSD(Algorithm):
         else:
             adv = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
         return Advantages(adv, {"opsd_beta": self.config.jsd_beta, "loss_coef": self.config.loss_coef})
+
+    def own_loss(self, student_logits: Tensor, teacher_logits: Tensor, response_mask: Tensor) -> Tensor:
+        """OPSD's loss term: :meth:`distillation_loss`."""
+        return self.distillation_loss(student_logits, teacher_logits, response_mask)
 
     def distillation_loss(self, student_logits: Tensor, teacher_logits: Tensor, response_mask: Tensor) -> Tensor:
         """loss_coef * mean over valid tokens of JSD_beta(teacher || student); a scalar with grad."""

@@ -6,7 +6,8 @@ the pad id and the device.
 One call (:meth:`PolicyUpdate.__call__`) is one step's update: the clipped surrogate of Eq. 3 over
 ``mini_batches`` optimiser updates, each accumulating micro-batches of ``micro_batch_size``
 sequences, with the optional k3 KL against the reference policy, the entropy bonus, and an
-algorithm's own loss term (OPSD's distillation on the teacher replay's hidden states). A step
+algorithm's own loss term (``Algorithm.own_loss``, declared on the base class and implemented by
+OPSD: on the teacher's logits, made from the teacher replay's hidden states). A step
 whose loss has no gradient (every advantage 0, no other term on) skips its backward passes and
 its optimiser steps, so a step without signal costs what its sampling costs.
 
@@ -70,6 +71,7 @@ class PolicyUpdate:
         teacher replay's hidden states per response, for an algorithm with its own loss."""
         o, opt = self.optim, self.optimizer
         B = len(rollouts)
+        own = self.adds_own_loss(algo, teacher_hidden)
         if self.without_gradient(adv, algo, teacher_hidden):
             # no group has signal and no other term has a gradient: the loss is 0 with a 0 gradient,
             # and AdamW would still move the weights (momentum, weight decay), so nothing is stepped
@@ -86,7 +88,7 @@ class PolicyUpdate:
             n_tok = sum(len(rollouts[j].response_ids) for j in mini)
             opt.zero_grad(set_to_none=True)
             with self.autocast():  # one region per optimiser update: the weights' bf16 casts are made once
-                self._accumulate(rollouts, mini, adv, algo, teacher_hidden, old, n_tok, tot)
+                self._accumulate(rollouts, mini, adv, algo if own else None, teacher_hidden, old, n_tok, tot)
             tot.tokens += n_tok
             if o.grad_clip and o.grad_clip > 0:
                 norm = torch.nn.utils.clip_grad_norm_(self.params, o.grad_clip)
@@ -98,12 +100,18 @@ class PolicyUpdate:
         return tot
 
     # -- its pieces ------------------------------------------------------------------------------------
+    @staticmethod
+    def adds_own_loss(algo: Any, teacher_hidden: list[torch.Tensor] | None) -> bool:
+        """Whether this step adds the algorithm's own loss term: it declares one (``has_loss``, from
+        ``Algorithm.own_loss``) and the step's teacher replay supplied the hidden states it reads."""
+        return bool(getattr(algo, "has_loss", False)) and teacher_hidden is not None
+
     def without_gradient(self, adv: torch.Tensor, algo: Any, teacher_hidden: list[torch.Tensor] | None) -> bool:
         """Whether the step's loss has no gradient at all: every token advantage is 0 (no reward
         varies within any group), and no KL, entropy or algorithm loss term is on. Then the backward
         passes are skipped and the optimiser does not step (``update_skipped`` in the metrics row)."""
         obj = self.objective
-        own_loss = bool(getattr(algo, "has_loss", False)) and teacher_hidden is not None
+        own_loss = self.adds_own_loss(algo, teacher_hidden)
         return not (obj.needs_reference or obj.needs_entropy or own_loss) and not bool(torch.any(adv != 0))
 
     def autocast(self) -> Any:
@@ -113,14 +121,15 @@ class PolicyUpdate:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype)
 
-    def _accumulate(self, rollouts: Sequence[Rollout], mini: list[int], adv: torch.Tensor, algo: Any,
+    def _accumulate(self, rollouts: Sequence[Rollout], mini: list[int], adv: torch.Tensor, loss_owner: Any,
                     teacher_hidden: list[torch.Tensor] | None, old: dict[int, torch.Tensor], n_tok: int,
                     tot: UpdateStats) -> None:
-        """Forward and backward over the micro-batches of one mini-batch, the gradients accumulating."""
+        """Forward and backward over the micro-batches of one mini-batch, the gradients accumulating;
+        ``loss_owner``: the algorithm whose own loss term is added (None: no such term this step)."""
         obj = self.objective
         for idx in self._micro(mini, rollouts):
             mb = self._mb(rollouts, idx)
-            if algo.has_loss and teacher_hidden is not None:  # its loss reads the full distributions
+            if loss_owner is not None:  # its loss reads the full distributions
                 logits = response_logits(self.policy, mb, self.temperature)
                 logp = gather_logprobs(logits, mb.response_ids)
                 ent = entropy(logits) if obj.needs_entropy else None
@@ -130,9 +139,9 @@ class PolicyUpdate:
             ref_lp = self._ref_logprobs(mb) if obj.needs_reference else None
             terms = obj(logp, old_lp, adv[idx, :mb.T].to(logp.device), mb.response_mask, n_tok, ref_lp, ent)
             loss = terms.loss
-            if algo.has_loss and teacher_hidden is not None:  # the coefficient is the algorithm's own
-                d = self._own_loss(algo, logits, mb, idx, teacher_hidden) * (int(mb.response_mask.sum())
-                                                                              / max(n_tok, 1))
+            if loss_owner is not None:  # the coefficient is the algorithm's own
+                d = self._own_loss(loss_owner, logits, mb, idx, teacher_hidden) * (int(mb.response_mask.sum())
+                                                                                  / max(n_tok, 1))
                 loss = loss + d
                 tot.extra_loss += float(d.detach())
             loss.backward()
@@ -191,8 +200,8 @@ class PolicyUpdate:
 
     def _own_loss(self, algo: Any, logits: torch.Tensor, mb: Any, idx: list[int],
                   teacher_hidden: list[torch.Tensor]) -> torch.Tensor:
-        """The algorithm's loss term (OPSD: ``distillation_loss``) against the teacher's logits, made
-        from the teacher replay's hidden states with the reference's LM head."""
+        """The algorithm's own loss term (``Algorithm.own_loss``; OPSD's distillation) against the
+        teacher's logits, made from the teacher replay's hidden states with the reference's LM head."""
         _, head, cap = decoder_and_head(self.reference_policy().model)
         teacher = torch.zeros_like(logits)
         with torch.no_grad():
@@ -200,4 +209,4 @@ class PolicyUpdate:
                 h = teacher_hidden[j]
                 if h.numel():
                     teacher[i, :h.shape[0]] = head_logits(head, h.to(self.device), cap, self.temperature)
-        return algo.distillation_loss(logits, teacher, mb.response_mask)
+        return algo.own_loss(logits, teacher, mb.response_mask)
