@@ -16,7 +16,6 @@ from typing import Any
 from algorithms.registry import ALGORITHMS
 from mrbench_core.registry import UnknownNameError, first_doc_line
 
-COMPOSITE_PREFIX = "mrtpo+"
 #: the MRTPO-family algorithms that compose with a reweighter as ``<base>+<reweighter>``
 COMPOSITE_BASES = ("mrtpo", "mrtpo-oracle")
 

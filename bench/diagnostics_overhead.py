@@ -60,8 +60,8 @@ def main() -> None:
     print(f"batch B={B} K={K} T={T}: advantages {t_adv * 1e3:.1f} ms, diagnostics {t_diag * 1e3:.1f} ms, "
           f"ratio {t_diag / t_adv:.2f}")
     if args.model:
-        from harness.credit.align import align
         from harness.models import load_model
+        from harness.token_align import align
 
         tok = load_model(args.model, dtype=torch.float32, device=torch.device("cpu")).tokenizer
         text = " ".join(["the quick brown fox jumps over the lazy dog"] * (T // 8))

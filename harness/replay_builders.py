@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from harness.replay import ReplayEngine, ReplayJob
+from harness.token_align import Alignment, align, touched
 from mrbench_core.replay_kinds import ReplayRequest
 
 #: sequences per replay wave, in engine batches (see :func:`leave_one_out`)
@@ -257,14 +258,12 @@ def teacher(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[
     return res
 
 
-def read_span_mask(alignment: Any, spans: Sequence[Sequence[int]], T: int) -> Tensor | None:
+def read_span_mask(alignment: Alignment, spans: Sequence[Sequence[int]], T: int) -> Tensor | None:
     """One verifier's read mask over a response's tokens (``alignment``: the response's
-    :func:`harness.credit.align.align`): 1.0 on the tokens its character ``spans`` touch (the tokens
-    the credit page outlines, :func:`harness.credit.align.touched`), 0.0 on the others, NaN past the
+    :func:`harness.token_align.align`): 1.0 on the tokens its character ``spans`` touch (the tokens
+    the credit page outlines, :func:`harness.token_align.touched`), 0.0 on the others, NaN past the
     response; None (uniform credit) when it reports no span, touches no token, or touches every
     token that writes text (it read the whole response)."""
-    from harness.credit.align import touched
-
     if not spans or not len(alignment):
         return None
     flags = touched(alignment, spans)
@@ -284,7 +283,6 @@ def read_spans(engine: ReplayEngine | None, task: Any, tokenizer: Any, rollouts:
     whose verifier reports no span or reads the whole response stays NaN (uniform weight). A pair
     with a mask counts as replayed. Each response is aligned with its text once."""
     from algorithms.base import rewards_varying_in_group
-    from harness.credit.align import align
 
     B, K = rewards.shape
     rel = torch.full((B, K, T), float("nan"))

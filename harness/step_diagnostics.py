@@ -7,7 +7,7 @@ the advantage by reward is the algorithm's own (``Algorithm.contributions``). Re
 are the task's ``reward_family`` names, as in ``reward/<name>``. Where the split carries per-reward
 token weights (the MRTPO family) the tokens
 each verifier read (its ``Verdict.spans``) are aligned to the response tokens with
-:mod:`harness.credit.align`, the same join the credit explorer uses.
+:mod:`harness.token_align`, the same join the credit explorer uses.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from algorithms.diagnostics import batch_diagnostics, name_index, reward_contributions
-from harness.credit.align import align, touched
+from harness.token_align import align, touched
 
 
 def column_names(rollouts: Sequence[Any]) -> tuple[str, ...] | None:

@@ -23,8 +23,9 @@ Registering happens next to the definition, with the decorator::
 
 The first line of the object's docstring is its description (written once). So that looking one
 name up does not import every module (and torch), the owning layer lists where each built-in
-lives: ``ALGORITHMS.lazy("grpo", "algorithms.grpo")`` says "importing ``algorithms.grpo``
-registers ``grpo``"; the module is imported on first lookup. An outside package adds entries
+lives: ``ALGORITHMS.lazy("grpo", "algorithms.grpo:GRPO")`` says "``algorithms.grpo`` defines the
+class ``GRPO``, which registers ``grpo``"; the module is imported on first lookup, and the object
+it registers must be the one the row names. An outside package adds entries
 through its entry-point group, e.g. in its ``pyproject.toml``::
 
     [project.entry-points."mrbench.algorithms"]

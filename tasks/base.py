@@ -53,9 +53,6 @@ class RewardSpec:
     high: float
     description: str = ""
 
-    def contains(self, value: float) -> bool:
-        return math.isnan(value) or (self.low <= value <= self.high)
-
 
 @dataclass
 class Verdict:

@@ -14,8 +14,8 @@ import torch
 
 from algorithms import RolloutBatch, get_algorithm, list_algorithms
 from algorithms.base import broadcast_to_tokens
-from harness.credit.align import align
 from harness.replay_builders import read_span_mask, read_spans, replay_for
+from harness.token_align import align
 from mrbench_core.replay_kinds import ReplayRequest
 from tasks.base import Verdict
 
@@ -157,7 +157,7 @@ def test_a_local_run_credits_exactly_the_tokens_the_credit_page_outlines(tmp_pat
     from toy_task import tiny_config, train_run
 
     from harness.credit import store
-    from harness.credit.align import from_ranges
+    from harness.token_align import from_ranges
 
     torch.set_num_threads(1)
     cfg = tiny_config(str(tmp_path / "r"), "mrtpo-oracle", steps=3)

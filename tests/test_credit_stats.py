@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from harness.credit.align import _prefix_pieces, align, as_ranges, from_ranges, touched
 from harness.credit.report import analyse, csv_text, markdown
 from harness.credit.stats import (
     concentration_curve,
@@ -14,6 +13,7 @@ from harness.credit.stats import (
     tokens_for_share,
 )
 from harness.models import byte_tokenizer
+from harness.token_align import _prefix_pieces, align, as_ranges, from_ranges, touched
 
 READ = [False, False, True, True, False, False, False, False, False, False]  # 2 of 10 tokens
 

@@ -1,7 +1,9 @@
 """The package layers: mrbench_core at the bottom; algorithms and tasks are leaves; evals may use
 tasks; harness orchestrates them all. Each is imported alone in a fresh interpreter. Inside a
 package no two modules import each other, directly or through others (a static scan that counts
-imports inside functions too)."""
+imports inside functions and under ``if TYPE_CHECKING:`` too). Inside ``harness/`` the rooms (its
+files and folders) stand in floors, each above what it imports, but for the few arrows listed in
+:data:`BACK_ARROWS`."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ LAYERS = {
 #: modules whose import loads the layer's real code, not just its __init__
 DEEP = {
     "mrbench_core": ["mrbench_core.registry", "mrbench_core.jsonio", "mrbench_core.errors",
-                     "mrbench_core.replay_kinds"],
+                     "mrbench_core.replay_kinds", "mrbench_core.sweep_cell"],
     "algorithms": ["algorithms.registry", "algorithms.base", "algorithms.mrtpo", "algorithms.reweight",
                    "algorithms.cort", "algorithms.opsd", "algorithms.relevance"],
     "tasks": ["tasks.registry", "tasks.base", "tasks.toolcall.task", "tasks.text2sql.task", "tasks.ifollow.task"],
@@ -64,14 +66,12 @@ def module_names(root: Path, package: str) -> dict[str, Path]:
 
 
 def imports_of(path: Path, module: str, known: set[str]) -> set[str]:
-    """The modules of ``known`` that ``module`` (at ``path``) imports anywhere in its body (but
-    under ``if TYPE_CHECKING:``); a package's ``__init__`` only where it is imported by name."""
+    """The modules of ``known`` that ``module`` (at ``path``) imports anywhere in its body, under
+    ``if TYPE_CHECKING:`` too (a loop a type checker needs is a loop of the design); a package's
+    ``__init__`` only where it is imported by name."""
     is_package = path.name == "__init__.py"
     out: set[str] = set()
     tree = ast.parse(path.read_text(), str(path))
-    for node in ast.walk(tree):  # imports for type checkers only do not run
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            node.body = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name in known}
@@ -143,3 +143,88 @@ def test_the_cycle_scan_finds_a_function_level_cycle(tmp_path: Path) -> None:
     (tmp_path / "pkg" / "gdpo.py").write_text("from pkg.registry import derive\n")
     (tmp_path / "pkg" / "leaf.py").write_text("from . import registry\n")
     assert import_cycles(tmp_path, "pkg") == [["pkg.gdpo", "pkg.registry"]]
+
+
+@pytest.mark.torchfree
+def test_the_cycle_scan_counts_imports_for_type_checkers(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "cells.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                               "    from pkg.grid import Cell\n")
+    (tmp_path / "pkg" / "grid.py").write_text("def expand():\n    from pkg.cells import base_cells\n")
+    assert import_cycles(tmp_path, "pkg") == [["pkg.cells", "pkg.grid"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# harness/: its rooms (the files and folders right under it) stand in floors, each above the rooms
+# it imports. An import from a room to one that (through others) imports it back runs back up a
+# floor; only these may:
+
+BACK_ARROWS = {
+    # the training step is written once (harness/step.py, above backends/ since it calls their
+    # rollout, metrics and phase pieces), and the backends run it
+    ("harness.backends", "harness.step"),
+    # the local backend hands the step its credit log (credit/trainlog.py), while the credit
+    # explorer (credit/replayed.py, localize.py) re-runs the backends' sampling and replay options
+    ("harness.backends", "harness.credit"),
+}
+
+
+def room_of(module: str, package: str) -> str:
+    """``harness.backends.openrlhf.step`` -> ``harness.backends``; ``harness.cli`` -> itself."""
+    return ".".join(module.split(".")[:len(package.split(".")) + 1])
+
+
+def room_arrows(root: Path, package: str) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(room, room) -> the (module, module) imports that draw that arrow, for the rooms of
+    ``package`` (its package face, ``__init__``, is no room)."""
+    modules = module_names(root, package)
+    arrows: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for module, path in modules.items():
+        for target in imports_of(path, module, set(modules)):
+            if package in (module, target):
+                continue
+            pair = (room_of(module, package), room_of(target, package))
+            if pair[0] != pair[1]:
+                arrows.setdefault(pair, []).append((module, target))
+    return arrows
+
+
+def room_loops(arrows: set[tuple[str, str]]) -> list[list[str]]:
+    """Every set of two or more rooms that import each other round a loop, sorted."""
+    reach = {a: {b for x, b in arrows if x == a} for a, _ in arrows}
+    changed = True
+    while changed:  # transitive closure: a few dozen rooms
+        changed = False
+        for seen in reach.values():
+            more = set().union(*(reach.get(b, set()) for b in seen)) - seen
+            if more:
+                seen |= more
+                changed = True
+    loops = {frozenset({a} | {b for b in reach[a] if a in reach.get(b, set())}) for a in reach if a in reach[a]}
+    return sorted(sorted(loop) for loop in loops)
+
+
+@pytest.mark.torchfree
+def test_harness_rooms_stand_in_floors_but_for_at_most_two_back_arrows() -> None:
+    assert len(BACK_ARROWS) <= 2
+    arrows = room_arrows(ROOT, "harness")
+    loops = room_loops(set(arrows) - BACK_ARROWS)
+    assert loops == [], "rooms of harness/ that import each other round a loop: " + "; ".join(
+        " <-> ".join(loop) + " (" + ", ".join(f"{a} -> {b}" for pair, found in sorted(arrows.items())
+                                           if pair[0] in loop and pair[1] in loop for a, b in found) + ")"
+        for loop in loops)
+
+
+@pytest.mark.torchfree
+def test_the_room_scan_finds_a_loop_of_folders(tmp_path: Path) -> None:
+    for folder in ("pkg", "pkg/credit", "pkg/backends"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "credit" / "replayed.py").write_text("from pkg.backends.local import x\n")
+    (tmp_path / "pkg" / "backends" / "local.py").write_text("def train():\n    from pkg.align import align\n")
+    (tmp_path / "pkg" / "align.py").write_text("from pkg.credit import replayed\n")
+    arrows = room_arrows(tmp_path, "pkg")
+    assert set(arrows) == {("pkg.credit", "pkg.backends"), ("pkg.backends", "pkg.align"), ("pkg.align", "pkg.credit")}
+    assert room_loops(set(arrows)) == [["pkg.align", "pkg.backends", "pkg.credit"]]
+    assert room_loops(set(arrows) - {("pkg.align", "pkg.credit")}) == []

@@ -22,21 +22,22 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from sweep_fixtures import REPO, TINY_SET, cell_dirs, child_env, wait_for, write_grid
+from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
 from harness import cli
 from harness.backends import stop_signal
 from harness.records import checkpoint_step, lock_held
 from harness.sweep.grid import GridError, expand, load_grid
 from harness.sweep.status import FINISHED, INTERRUPTED, RUNNING, SweepLog, cell_state
+from mrbench_core.sweep_cell import CELL_ENV
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # -- one signal, handled once -------------------------------------------------------------------
 def test_a_sweep_cell_handles_one_stop_signal_once(monkeypatch):
-    monkeypatch.setenv(stop_signal.CELL_ENV, "1")
+    monkeypatch.setenv(CELL_ENV, "1")
     first = stop_signal.stop_reason(None, signal.SIGTERM)
     assert first == "SIGTERM"
     # the parent-death signal again (one per dying thread of the sweep), or a later SIGINT: no hard stop
@@ -45,7 +46,7 @@ def test_a_sweep_cell_handles_one_stop_signal_once(monkeypatch):
 
 
 def test_an_interactive_run_still_hard_stops_on_a_second_signal(monkeypatch):
-    monkeypatch.delenv(stop_signal.CELL_ENV, raising=False)
+    monkeypatch.delenv(CELL_ENV, raising=False)
     first = stop_signal.stop_reason(None, signal.SIGINT)
     with pytest.raises(KeyboardInterrupt, match="SIGINT again"):
         stop_signal.stop_reason(first, signal.SIGINT)
@@ -55,9 +56,9 @@ def test_cells_are_started_with_the_cell_marker(tmp_path, monkeypatch):
     from harness.sweep import cellproc
 
     monkeypatch.setattr(cellproc, "cell_command", lambda cell_yaml, python=None, run_args=(): [
-        sys.executable, "-c", f"import os; print(os.environ.get({stop_signal.CELL_ENV!r}))"])
+        sys.executable, "-c", f"import os; print(os.environ.get({CELL_ENV!r}))"])
     log = tmp_path / "cell.log"
-    env = {k: v for k, v in os.environ.items() if k != stop_signal.CELL_ENV}
+    env = {k: v for k, v in os.environ.items() if k != CELL_ENV}
     assert cellproc.start_cell_process(str(tmp_path / "cell.yaml"), str(log), str(tmp_path), env).wait(60) == 0
     assert log.read_text().strip() == "1"
 

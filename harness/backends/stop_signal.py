@@ -6,7 +6,7 @@ depends on who sends it:
 
 - in an interactive run a second Ctrl-C is a person insisting: :class:`KeyboardInterrupt` at
   once, without a checkpoint (the last periodic one stays);
-- in a sweep cell (:data:`CELL_ENV` set by the sweep, :mod:`harness.sweep.cellproc`) repeats are
+- in a sweep cell (:data:`mrbench_core.sweep_cell.CELL_ENV`, set by the sweep) repeats are
   ignored. The sweep escalates with SIGKILL itself after a grace period, and a killed sweep makes
   the kernel send the parent-death signal once per exiting thread of the parent
   (``PR_SET_PDEATHSIG`` follows the thread that forked, and a dying thread hands its children on
@@ -16,14 +16,9 @@ depends on who sends it:
 
 from __future__ import annotations
 
-import os
 import signal
 
-from harness.sweep.cellproc import CELL_ENV  # set by the sweep in every cell's environment
-
-
-def is_sweep_cell() -> bool:
-    return os.environ.get(CELL_ENV, "") not in ("", "0")
+from mrbench_core.sweep_cell import is_sweep_cell
 
 
 def stop_reason(current: str | None, signum: int) -> str:

@@ -1,7 +1,7 @@
-"""Where each reward's credit goes, token by token.
+"""Where each reward's credit goes, token by token (which characters each token holds, and which
+tokens a verifier's character spans touch, is :mod:`harness.token_align`, shared with the replay
+builders and the step diagnostics).
 
-- :mod:`~harness.credit.align` -- which characters of a response each token holds, and which
-  tokens a verifier's character spans touch;
 - :mod:`~harness.credit.rows` -- the compact per-response record: tokens, per reward the verdict,
   the tokens its checker read, the relevance q and the weight w, and the final advantage;
 - :mod:`~harness.credit.store` -- ``credit.jsonl``, appended once per training step;

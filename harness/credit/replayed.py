@@ -21,11 +21,11 @@ import torch
 
 from algorithms.mrtpo import MRTPOConfig, relevance_weights
 from harness.backends.rollout import Rollout, batch_tensors, decode_response, rollouts_for
-from harness.credit.align import align
 from harness.credit.rows import credit_row, prompt_text
 from harness.models import chat_prompt_ids
 from harness.replay import ReplayEngine
 from harness.replay_builders import leave_one_out
+from harness.token_align import align
 from mrbench_core.errors import DataError
 from mrbench_core.jsonio import iter_jsonl
 from tasks.base import Example
@@ -96,7 +96,7 @@ def replay_engine(model: Any, pad_id: int, temperature: float) -> ReplayEngine:
     """A replay engine set as training sets it with the default ``backend.local`` options (batch and
     chunk sizes, prefix sharing, replay batching and LM head), so the relevance is the one MRTPO
     would compute for these responses."""
-    from harness.backends.local import exact_replay_batches, replay_head_float32
+    from harness.backends.local_engine import exact_replay_batches, replay_head_float32
     from harness.config import LocalBackendConfig
 
     opts = LocalBackendConfig()

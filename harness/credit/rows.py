@@ -5,7 +5,7 @@ A row holds, for one response of a step:
 - ``step``, ``example``, ``group``, ``index`` (the response's position in the step's batch);
 - ``prompt``: the group's prompt as text (:func:`prompt_text`), on the first row of each group of
   a step only (the group's other rows omit it; files written before prompts were kept have none);
-- ``tokens``: the text piece of every response token (:mod:`harness.credit.align`; ``""`` for a
+- ``tokens``: the text piece of every response token (:mod:`harness.token_align`; ``""`` for a
   token holding part of a character, or a special token);
 - ``advantage``: the final per-token advantage the update used (null when there was none, as for
   responses replayed outside training), rounded to 4 decimals;
@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.credit.align import Alignment, as_ranges, from_ranges, touched
+from harness.token_align import Alignment, as_ranges, from_ranges, touched
 from tasks.base import Verdict
 
 Q_DIGITS, W_DIGITS, ADV_DIGITS = 4, 3, 4

@@ -1,7 +1,7 @@
 """Where a reward's replay distance falls on one response (paper Table 4 and Figure 6).
 
 An *instance* is one (response, reward) pair with its distance profile q_t (the relevance of
-Eq. 5 at every response token) and the tokens its checker read (:mod:`harness.credit.align`).
+Eq. 5 at every response token) and the tokens its checker read (:mod:`harness.token_align`).
 
 - Dist.: the share of the total distance on the tokens read, sum_{t read} q_t / sum_t q_t.
 - Tok.: the share of the tokens that were read.

@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from harness.credit.align import align
 from harness.credit.rows import credit_row, prompt_text
 from harness.credit.store import append_rows, drop_after
+from harness.token_align import align
 
 
 class CreditLog:

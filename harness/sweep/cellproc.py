@@ -1,10 +1,11 @@
 """One cell as a subprocess: ``python -m harness.cli run --config <record>/cell.yaml``.
 
 Standard library only, so that a Ray worker can run :func:`run_cell_process` without importing
-mrbench (Ray ships this module by value). The child's output goes to ``<record>/cell.log``. The
+mrbench (Ray ships this module by value, and with it the one string it takes from
+:mod:`mrbench_core.sweep_cell`). The child's output goes to ``<record>/cell.log``. The
 child dies with its parent (``PR_SET_PDEATHSIG``: a killed sweep or Ray worker sends it SIGTERM,
 on which the local backend checkpoints), and on KeyboardInterrupt (Ctrl-C, ``ray.cancel``) it is
-sent SIGTERM and given time to checkpoint. Its environment carries :data:`CELL_ENV`, on which the
+sent SIGTERM and given time to checkpoint. Its environment carries ``CELL_ENV``, on which the
 backend handles the first stop signal once and ignores repeats (a dying parent's threads each send
 the parent-death signal; :mod:`harness.backends.stop_signal`), so a killed sweep's cells finish the
 step in progress, checkpoint and exit on their own.
@@ -18,9 +19,9 @@ import signal
 import subprocess
 import sys
 
+from mrbench_core.sweep_cell import CELL_ENV  # a str: shipped by value with this module
+
 PR_SET_PDEATHSIG = 1
-#: in a cell's environment: the process is a sweep cell (read by harness.backends.stop_signal)
-CELL_ENV = "MRBENCH_SWEEP_CELL"
 STOP_GRACE_S = 120.0
 
 

@@ -7,7 +7,7 @@ A grid file (YAML)::
                                      # the grid file or the working directory); ``base: NAME`` is
                                      # the older spelling
     base: true                       # optional: also evaluate the untrained model once per task,
-                                     # model and benchmark settings (harness.sweep.base_cells)
+                                     # model and benchmark settings (base_cells below)
     root: results/sweeps/NAME        # where the cells' records go (default shown)
     set: {schedule.steps: 16}        # dotted overrides for every cell
     grid:                            # axes: the cartesian product of these values
@@ -297,8 +297,6 @@ def expand(spec: GridSpec) -> list[Cell]:
         raise GridError(f"{spec.path}: exclude[{unused[0]}] matches no cell (check its values)")
     _refuse_equal_configs(spec, cells)
     if spec.base_model:
-        from harness.sweep.base_cells import base_cells
-
         cells = base_cells(spec.root, cells) + cells
     ids: dict[str, Cell] = {}
     for cell in cells:
@@ -359,3 +357,27 @@ def check_cells(spec: GridSpec, cells: list[Cell]) -> None:
             raise GridError(f"{spec.path}: cells {runs[run]} and {cell.id} are the same run once defaults are "
                             f"filled in; drop one of the values")
         runs[run] = cell.id
+
+
+def base_cells(root: str, cells: list[Cell]) -> list[Cell]:
+    """The base-model cells of a grid that says ``base: true``: one per distinct base identity
+    among ``cells`` (:func:`harness.base_model.base_identity`: task, model, benchmarks and their
+    settings), so a grid of 3 algorithms x 4 seeds on one task and model gets one. Its record
+    directory is ``ROOT/<task>/base/<model-slug>/eval-<hash>``; it runs as ``mrbench run --config
+    <record>/cell.yaml --base-model`` with the configuration of the first cell that shares its
+    identity (the evaluation reads only the identity's fields), through the same executors as the
+    training cells, before them. Finished, it is never rerun."""
+    from harness.base_model import base_identity, base_record_dir, digest
+
+    out: dict[str, Cell] = {}
+    for cell in cells:
+        config = cell.cfg.to_dict()
+        key = digest(base_identity(config))
+        if key in out:
+            continue
+        path = base_record_dir(root, config)
+        cfg = replace(cell.cfg, output=replace(cell.cfg.output, dir=str(path)))
+        rel = path.relative_to(root).as_posix()
+        values = {"task.name": cell.cfg.task.name, "model.name": cell.cfg.model.name}
+        out[key] = replace(cell, id=rel, values=values, overrides=dict(cell.overrides), cfg=cfg, kind="base")
+    return list(out.values())

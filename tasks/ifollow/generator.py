@@ -34,8 +34,6 @@ from mrbench_core.seeds import TRAIN_PROMPTS, stream_key
 from tasks.ifollow.constraints import get_constraint
 from tasks.ifollow.template import ConstrainedPrompt, render_prompt
 
-GeneratedPrompt = ConstrainedPrompt  # the generator's prompts are plain constrained prompts
-
 BASE_REQUESTS: tuple[str, ...] = (
     "Write a short note to a neighbour about a lost cat.",
     "Describe your ideal weekend morning.",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 TAGS = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<response>", "</response>")
@@ -56,7 +56,6 @@ class CallBlock:
     calls: list[ToolCall] | None
     error: str = ""
     span: tuple[int, int] | None = None
-    raw_lines: list[str] = field(default_factory=list)
 
 
 def tag_spans(text: str) -> dict[str, list[tuple[int, int]]]:
@@ -105,9 +104,9 @@ def find_call_block(text: str) -> CallBlock:
     for i, line in enumerate(lines):
         call, why = parse_call_line(line)
         if call is None:
-            return CallBlock(True, None, f"call line {i + 1}: {why}", span, lines)
+            return CallBlock(True, None, f"call line {i + 1}: {why}", span)
         calls.append(call)
-    return CallBlock(True, calls, "", span, lines)
+    return CallBlock(True, calls, "", span)
 
 
 def answer_start(text: str) -> int:

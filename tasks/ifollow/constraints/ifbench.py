@@ -26,8 +26,3 @@ from tasks.ifollow.constraints.base import CONSTRAINTS
 #: Every IFBench constraint id, sorted.
 IFBENCH_IDS: tuple[str, ...] = tuple(n for n in CONSTRAINTS.names() if CONSTRAINTS.get(n).family == "ifbench")
 
-#: Types whose verdict rests on an offline substitute for an NLTK download.
-SUBSTITUTED: dict[str, str] = {
-    "ratio:stop_words": "NLTK English stop-word list shipped as a literal (same list)",
-    "words:start_verb": "verb lexicon instead of NLTK's averaged-perceptron POS tagger (heuristic)",
-}

@@ -396,8 +396,6 @@ _SPECS: list[tuple[str, tuple[str, ...], Checker, Callable[[dict[str, Any]], str
      lambda k: "Wrap your entire response in double quotation marks."),
 ]
 
-IFEVAL_IDS: tuple[str, ...] = tuple(spec[0] for spec in _SPECS)
-
 for _cid, _params, _checker, _render in _SPECS:
     register(ConstraintType(id=_cid, family="ifeval", params=_params, render=_render, checker=_checker,
                             description=f"IFEval {_cid}"))

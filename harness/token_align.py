@@ -1,4 +1,6 @@
-"""Which characters of a response each of its tokens holds.
+"""Which characters of a response each of its tokens holds (a harness utility: the credit rows, the
+mrtpo-oracle read masks of :mod:`harness.replay_builders` and the step diagnostics join tokens to
+a verifier's character spans through it).
 
 A response is a list of token ids and the text decoded from them (special tokens skipped). Each
 token gets its *piece*: the text it adds. Pieces partition the text, in order. A token that holds
