@@ -394,10 +394,6 @@ class Algorithm(ABC):
         """Tensor[B,T] float32, zero where ``batch.response_mask`` is False."""
         return Advantages.of(self.advantages(batch)).tokens
 
-    def metrics(self, batch: RolloutBatch) -> dict[str, float]:
-        """The scalars :meth:`advantages` logs (a backend takes both from one call instead)."""
-        return Advantages.of(self.advantages(batch)).metrics
-
     def contributions(self, batch: RolloutBatch, result: Advantages) -> Contributions | None:
         """How the token advantage of ``result`` (this algorithm's :meth:`advantages` on ``batch``)
         splits over the batch's rewards, as :class:`Contributions`; None where it does not (the

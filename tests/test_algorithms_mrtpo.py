@@ -53,7 +53,7 @@ def test_mrtpo_hand(peaked: bool, beta: float, bound: bool) -> None:
     algo = get_algorithm("mrtpo", beta=beta, bound=bound)
     batch = batch_with(q)
     assert_tokens(algo.token_advantages(batch), expected)
-    assert algo.metrics(batch)["bound_scale"] == pytest.approx(s, rel=1e-5)
+    assert algo.advantages(batch).metrics["bound_scale"] == pytest.approx(s, rel=1e-5)
 
 
 def test_mrtpo_literal_weights() -> None:
@@ -187,12 +187,12 @@ def test_bound_keeps_response_means_and_second_moment(batch: RolloutBatch, beta:
 
 def test_metrics() -> None:
     batch = batch_with(fixture_relevance(), step=5)
-    m = get_algorithm("mrtpo").metrics(batch)
+    m = get_algorithm("mrtpo").advantages(batch).metrics
     # 11 varying (response, reward) pairs; row 2 reward 1 is not replayed and row 4 reward 1 is all zero
     assert m["relevance_coverage"] == pytest.approx(9 / 11)
     assert m["beta_eff"] == pytest.approx(0.25)
     assert m["bound_scale"] == 1.0 and 0 < m["realloc_ratio"] < 1
-    assert get_algorithm("mrtpo").metrics(fixture_batch(0))["relevance_coverage"] == 0.0
+    assert get_algorithm("mrtpo").advantages(fixture_batch(0)).metrics["relevance_coverage"] == 0.0
 
 
 @settings(max_examples=100, deadline=None)

@@ -66,7 +66,7 @@ def test_each_algorithm_builds_and_runs(name: str) -> None:
                          joint_relevance=torch.rand(B, T), logprob_delta=torch.randn(B, T))
     adv = algo.token_advantages(batch)
     assert adv.shape == (B, T) and torch.all(adv[~batch.response_mask] == 0)
-    metrics = algo.metrics(batch)
+    metrics = algo.advantages(batch).metrics
     assert all(isinstance(v, float) for v in metrics.values()), metrics
     assert isinstance(algo.config_dict(), dict)
 
