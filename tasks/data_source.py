@@ -172,5 +172,7 @@ def take(pool: Pool[T], limit: int | None, seed: int) -> list[T]:
 def load_examples(task: Loads[T], split: str = "train", data_dir: str | None = None, limit: int | None = None,
                   seed: int = 0) -> list[T]:
     """The examples a run trains or evaluates on: ``task.load(split, data_dir)``, then the run's
-    seeded ``limit`` sample (:func:`take`), applied here and nowhere else."""
+    seeded ``limit`` sample (:func:`take`), applied here and nowhere else. A hub name in ``split``
+    is refused first, for every task (:func:`check_split`)."""
+    check_split(split)
     return take(task.load(split, data_dir), limit, seed)

@@ -13,7 +13,9 @@ import pytest
 
 from mrbench_core.errors import DataError
 from tasks.data_source import (
+    Generated,
     HubSource,
+    Screened,
     check_split,
     hub_source,
     load_examples,
@@ -21,6 +23,7 @@ from tasks.data_source import (
     sample_indices,
     seeded_order,
     seeded_sample,
+    take,
 )
 
 pytestmark = pytest.mark.torchfree
@@ -189,3 +192,36 @@ def test_the_plugin_examples_limit_keeps_the_rows_it_kept_before(monkeypatch):
 
     assert [e.id for e in load_examples(EchoTask(), "train", None, 3, 0)] == ["train-0", "train-2", "train-5"]
     assert [e.id for e in load_examples(EchoTask(), "train", None, 3, 5)] == ["train-2", "train-3", "train-5"]
+
+
+@pytest.mark.parametrize("name", ["ifollow", "toolcall", "text2sql"])
+def test_a_hub_name_in_the_split_is_refused_for_every_task(name):
+    from tasks.registry import TASKS
+
+    with pytest.raises(DataError, match=r"task.split 'hub:o/n': a hub dataset goes in task.data_dir"):
+        load_examples(TASKS.get(name)(), "hub:o/n", None)
+
+
+def test_a_screened_pool_checks_only_the_rows_the_sample_visits():
+    rows = list(range(40))
+    checked: list[int] = []
+
+    def keep(row: int) -> bool:
+        checked.append(row)
+        return row % 3 != 0  # a third of the rows fail the check
+
+    heard: list[list[str]] = []
+    kept = take(Screened(rows, keep, str, heard.append), 5, seed=4)
+    walk = seeded_order(40, 4)
+    visited = walk[:len(checked)]
+    assert checked == visited and len(checked) < 40  # walked in the stream's order, stopped at 5
+    assert kept == [str(i) for i in sorted(i for i in visited if i % 3)] and len(kept) == 5  # file order
+    assert heard == [kept]
+    checked.clear()
+    assert take(Screened(rows, keep, str), None, seed=4) == [str(i) for i in rows if i % 3] and checked == rows
+
+
+def test_a_generated_pool_makes_limit_prompts_a_prefix_of_its_stream():
+    pool = Generated(lambda i, seed: (seed, i), default_size=3)
+    assert take(pool, None, 7) == [(7, 0), (7, 1), (7, 2)]
+    assert take(pool, 5, 7)[:2] == take(pool, 2, 7) == [(7, 0), (7, 1)]
