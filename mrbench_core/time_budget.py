@@ -4,7 +4,9 @@
 work is interrupted with :class:`TimeBudgetExceeded`, raised from the SIGALRM handler at the next
 bytecode or the next signal check of a running regular expression (CPython's ``re`` checks for
 signals while matching). Python delivers signals to the main thread only, so outside it (and where
-``setitimer`` does not exist) the work runs without a limit. A timer or SIGALRM handler that was
+``setitimer`` does not exist) this block runs without a limit: there, run the work in a worker
+process with a deadline instead (:mod:`mrbench_core.budget_worker`, as
+:meth:`tasks.base.Task.score_within` does). A timer or SIGALRM handler that was
 already installed is put back afterwards, with what remained of its time.
 """
 

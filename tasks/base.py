@@ -11,7 +11,11 @@ The path of one training step:
    ``Task.score_within(example, response, seconds)`` is the same under a time budget: a response
    whose verifiers run past it gets every reward's failure value (the low end of its declared
    range) with the reason ``timeout`` (:data:`TIMEOUT_REASON`), so that no model output can
-   stall training.
+   stall training. On the main thread an alarm interrupts the verifier
+   (:func:`mrbench_core.time_budget.time_limit`); in any other thread (the openrlhf backend's vLLM
+   engines score in worker threads) :meth:`score` runs on a copy of the task in a worker process
+   that is killed past the budget (:mod:`mrbench_core.budget_worker`; the copy is the task as it
+   was pickled at the first such call: a task must be picklable to be scored off the main thread).
 4. ``Task.replay_contexts(...)`` builds the leave-one-out contexts of paper Eq. 4.
 
 A verifier never raises on model output; bad *data* raises :class:`DataError` naming file and row.
@@ -29,9 +33,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mrbench_core.budget_worker import pool_for
 from mrbench_core.errors import DataError
 from mrbench_core.replay_kinds import ReplayRequest
-from mrbench_core.time_budget import TimeBudgetExceeded, time_limit
+from mrbench_core.time_budget import TimeBudgetExceeded, can_limit, time_limit
 from tasks.data_source import Pool
 
 __all__ = ["DataError", "Example", "Message", "ReplayContexts", "RewardSpec", "Task", "Verdict"]
@@ -203,9 +208,20 @@ class Task(ABC):
                      seconds: float | None = DEFAULT_VERIFIER_TIMEOUT_S) -> list[Verdict]:
         """:meth:`score` within ``seconds`` of wall-clock time (None or 0: no limit); past it, every
         reward gets its failure value with the reason ``timeout`` (see the module docstring)."""
+        if seconds and seconds > 0 and not can_limit() and os.name == "posix":
+            return self._score_in_worker(example, response, seconds)
         try:
             with time_limit(seconds):
                 return self.score(example, response)
+        except TimeBudgetExceeded:
+            return self.timeout_verdicts(example, seconds)
+
+    def _score_in_worker(self, example: Example, response: str, seconds: float) -> list[Verdict]:
+        """:meth:`score_within` off the main thread, where no alarm can interrupt: :meth:`score` on
+        a copy of this task in a worker process that is killed past the budget (see the module
+        docstring)."""
+        try:
+            return pool_for(self).call("score", (example, response), seconds)
         except TimeBudgetExceeded:
             return self.timeout_verdicts(example, seconds)
 

@@ -54,7 +54,7 @@ NON_DEFAULT = {
 #: the backend's ``honours``) by a decision
 REFUSED = {
     "local": {p for p in field_paths() if p.startswith("backend.openrlhf.")} | {"backend.options.some-plugin"},
-    "openrlhf": {"task.verifier_timeout_s", "model.device", "backend.local.replay_batch_size",
+    "openrlhf": {"model.device", "backend.local.replay_batch_size",
                  "backend.local.replay_chunk_size", "backend.local.share_prefix", "backend.local.sampling_logits_mb",
                  "backend.local.replay_batching", "backend.local.replay_head", "backend.options.some-plugin",
                  "schedule.stop_without_signal", "output.credit_groups", "output.save_merged"},
@@ -191,7 +191,20 @@ def test_the_issue_dry_run_exits_2_naming_each_ignored_setting(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "backend 'openrlhf'" in line
-    for setting in ("model.train_dtype=float32", "model.dtype=float32", "output.credit_groups=3",
-                    "task.verifier_timeout_s=1.0"):
+    for setting in ("model.train_dtype=float32", "model.dtype=float32", "output.credit_groups=3"):
         assert setting in line, line
+    assert "verifier_timeout_s" not in line  # honoured: the agent scores under the budget
     assert not any(tmp_path.iterdir())  # nothing written, nothing loaded
+
+
+def test_the_dry_run_shows_the_settings_openrlhf_honours(tmp_path, capsys):
+    from harness import cli
+
+    assert cli.main(["run", "--backend", "openrlhf", "--model.train_dtype", "bfloat16", "--model.dtype", "bfloat16",
+                     "--task.verifier_timeout_s", "1", "--dry-run", "--output.dir", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "--ds.param_dtype bf16" in out.split("OpenRLHF command line:\n", 1)[1].splitlines()[0]
+    assert "update: model.train_dtype bfloat16 -> bfloat16: --ds.param_dtype bf16" in out
+    assert "rollouts: model.dtype bfloat16 -> bfloat16" in out
+    assert "task.verifier_timeout_s 1 s per response" in out
+    assert not (tmp_path / "r").exists()

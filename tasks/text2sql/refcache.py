@@ -54,6 +54,16 @@ class ReferenceCache:
         self.disk_hits = 0
         self.misses = 0
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another process (a scoring worker): the cached results, a lock of its own."""
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @staticmethod
     def _identity(db_path: str) -> tuple[Any, ...]:
         try:

@@ -122,6 +122,17 @@ class Sandbox:
         self.limits = limits or SandboxLimits()
         self._local = threading.local()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another process (a scoring worker, :mod:`mrbench_core.budget_worker`): the
+        limits, without this process's connections."""
+        state = dict(self.__dict__)
+        del state["_local"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+
     # -- connections ----------------------------------------------------------------------
     def _connections(self) -> dict[str, tuple[sqlite3.Connection, _Guard]]:
         conns = getattr(self._local, "conns", None)

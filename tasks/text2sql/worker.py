@@ -85,6 +85,17 @@ class WorkerSandbox(Sandbox):
         self._finalizer: Any = None
         self.kills = 0  # how many times a child was killed for overrunning
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another process: the limits, without this process's child, lock or finalizer."""
+        state = super().__getstate__()
+        for key in ("_lock", "_proc", "_finalizer", "_owner"):
+            del state[key]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._lock, self._proc, self._owner, self._finalizer = threading.Lock(), None, os.getpid(), None
+
     def _child(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._owner == os.getpid() and self._proc.poll() is None:
             return self._proc

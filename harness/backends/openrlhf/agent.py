@@ -7,8 +7,10 @@ token ids with the chat template exactly as the local backend does
 with OpenRLHF's sampling parameters (temperature, top-p, top-k) plus the end-of-turn stop ids and
 ``max_new_tokens``, keeps the ids up to and including the end-of-turn id
 (:func:`harness.backends.vllm_rollout.completion_ids`), decodes them as the verifiers read them,
-scores them with the task's verifiers, and returns the response with the label carrying the
-verdicts. OpenRLHF's scalar reward is the mean of the applicable rewards (its logs only).
+scores them with the task's verifiers under the run's time budget (``task.verifier_timeout_s``,
+carried in the label; :func:`harness.step.score_response`: off the main thread the verifiers run
+in a worker process that is killed past the budget), and returns the response with the label
+carrying the verdicts. OpenRLHF's scalar reward is the mean of the applicable rewards (its logs only).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from harness.backends.openrlhf.shards import cached_task
 from harness.backends.rollout import decode_response
 from harness.backends.vllm_rollout import completion_ids
 from harness.models import CHATML_TEMPLATE, chat_prompt_ids
+from harness.step import score_response
 
 
 class MRAgentExecutor(AgentExecutorBase):
@@ -43,7 +46,8 @@ class MRAgentExecutor(AgentExecutorBase):
         text = decode_response(hf_tokenizer, response)
         task = cached_task(payload.task, payload.task_options)
         t0 = time.perf_counter()
-        verdicts = await asyncio.to_thread(task.score, payload.example, text)
+        # a worker thread: the budget holds through a worker process (tasks.base.Task.score_within)
+        verdicts = await asyncio.to_thread(score_response, task, payload.example, text, payload.verifier_timeout_s)
         scored = payload.with_verdicts(verdicts, text, truncated, time.perf_counter() - t0)
         reward = scalar_reward(scored.rewards())
         return {"prompt": prompt, "label": encode_label(scored), "images": None, "mm_train_inputs": None,

@@ -47,6 +47,15 @@ from tasks.data_source import load_examples
 FORWARDED_ENV = ("MRBENCH_DATA_DIR", "MRBENCH_MODEL_CACHE", "HF_HOME", "HF_HUB_OFFLINE")
 
 
+def verifier_budget(cfg: Any) -> str:
+    """How the vLLM engines' agent scores (the dry run's line)."""
+    seconds = cfg.task.verifier_timeout_s
+    if not seconds:
+        return "task.verifier_timeout_s 0: no time budget"
+    return (f"task.verifier_timeout_s {seconds:g} s per response, in the vLLM engines' worker threads: each "
+            f"response is scored in a worker process that is killed past the budget (reason 'timeout')")
+
+
 class OpenRLHFRunError(BackendRunError):
     """The OpenRLHF process ended without finishing the run; the message names the cause and its log."""
 
@@ -62,8 +71,9 @@ class OpenRLHFBackend(Backend):
     supports_extra_loss = False
     #: what it leaves out, and why: checks.NOT_HONOURED; the dtypes it honours: checks.dtype_refusals
     honours = frozenset({
-        "task.data_dir", "task.split", "task.limit", "model.name", "model.dtype", "model.train_dtype", "model.lora",
-        "model.lora_r", "model.lora_alpha", "model.lora_dropout", "model.gradient_checkpointing", "model.cache_dir",
+        "task.data_dir", "task.split", "task.limit", "task.verifier_timeout_s", "model.name", "model.dtype",
+        "model.train_dtype", "model.lora", "model.lora_r", "model.lora_alpha", "model.lora_dropout",
+        "model.gradient_checkpointing", "model.cache_dir",
         "backend.openrlhf", "backend.local.generator", "backend.local.vllm_gpu_memory_utilization",
         "backend.local.rollout_attention", "backend.local.threads",  # the end-of-run evaluation's generator
         "sampling.prompts_per_step", "sampling.group_size", "sampling.temperature", "sampling.top_p",
@@ -118,6 +128,7 @@ class OpenRLHFBackend(Backend):
         lines = ["OpenRLHF command line:", "  " + shell_line(command), "", "environment:"]
         lines += [f"  {k}={v}" for k, v in sorted(env.items())]
         lines += ["", "precision:", *("  " + line for line in precision(cfg).lines(cfg))]
+        lines += ["", "verifiers:", "  " + verifier_budget(cfg)]
         lines += ["", "placement:", *("  " + line for line in placement(cfg)), "", "files:",
                   f"  prompts (written by train): {paths.prompts}", f"  cell: {paths.cell}",
                   f"  checkpoints: {paths.checkpoints}", f"  log: {paths.log}"]

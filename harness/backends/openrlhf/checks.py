@@ -117,7 +117,6 @@ def length_refusal(cfg: Any) -> str | None:
 #: why the openrlhf backend does not honour a run-config field (or section) it leaves out of its
 #: ``honours``: pre-flight names the reason with the refused setting
 NOT_HONOURED = {
-    "task.verifier_timeout_s": "the verifiers run in the vLLM engines' worker threads without a time budget",
     "model.device": "OpenRLHF's actors and vLLM engines go where Ray places them (backend.openrlhf.*)",
     "output.credit_groups": "the openrlhf backend writes no credit.jsonl",
     "output.save_merged": "the openrlhf backend copies OpenRLHF's saved model or LoRA adapter, unmerged",

@@ -36,6 +36,8 @@ class Label:
     #: end-of-turn token ids that stop sampling
     stop: list[int]
     max_new_tokens: int
+    #: ``task.verifier_timeout_s``: the verifiers' budget per response (0 or None: no limit)
+    verifier_timeout_s: float | None = None
     #: filled by the rollout worker
     verdicts: list[Verdict] | None = None
     text: str | None = None
@@ -69,6 +71,8 @@ def encode_label(label: Label) -> str:
     data: dict[str, Any] = {"v": LABEL_VERSION, "task": label.task, "task_options": label.task_options,
                             "example": label.example.to_json(), "stop": [int(s) for s in label.stop],
                             "max_new_tokens": int(label.max_new_tokens)}
+    if label.verifier_timeout_s is not None:
+        data["verifier_timeout_s"] = float(label.verifier_timeout_s)
     if label.verdicts is not None:
         data.update(verdicts=[v.to_json() for v in label.verdicts], text=label.text, truncated=label.truncated,
                     score_seconds=label.score_seconds)
@@ -96,6 +100,8 @@ def decode_label(text: str) -> Label:
         verdicts = [_verdict(v) for v in data["verdicts"]] if "verdicts" in data else None
         return Label(task=data["task"], task_options=data.get("task_options") or {}, example=example,
                      stop=[int(s) for s in data["stop"]], max_new_tokens=int(data["max_new_tokens"]),
+                     verifier_timeout_s=(None if data.get("verifier_timeout_s") is None
+                                         else float(data["verifier_timeout_s"])),
                      verdicts=verdicts, text=data.get("text"), truncated=data.get("truncated"),
                      score_seconds=float(data.get("score_seconds", 0.0)), extra=data.get("extra") or {})
     except (KeyError, TypeError, ValueError) as exc:

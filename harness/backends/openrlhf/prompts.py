@@ -66,7 +66,7 @@ def write_prompts(path: Path, cfg: Any, examples: list[Any], tokenizer: Any, sto
     for ex in drawn:
         text = tokenizer.apply_chat_template(ex.messages, tokenize=False, add_generation_prompt=True)
         label = Label(task=cfg.task.name, task_options=dict(cfg.task.options), example=ex, stop=stop,
-                      max_new_tokens=s.max_new_tokens)
+                      max_new_tokens=s.max_new_tokens, verifier_timeout_s=cfg.task.verifier_timeout_s)
         lines.append(json.dumps({"input": text, "label": encode_label(label)}, ensure_ascii=False) + "\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, "".join(lines))

@@ -1,0 +1,286 @@
+"""A wall-clock budget that holds in any thread: the work runs in a worker process, which is
+killed when its time is up.
+
+:func:`mrbench_core.time_budget.time_limit` interrupts the work with SIGALRM, which Python
+delivers to the main thread only, and a thread cannot be stopped from outside (a regular
+expression that backtracks for minutes holds its thread until it returns). Off the main thread
+(the openrlhf backend scores in the vLLM engines' worker threads), :class:`WorkerPool` runs the
+calls on a copy of a target object in child processes instead: each call waits for its answer at
+most ``seconds``; past that the child is killed (SIGKILL), reaped, and replaced at the next call,
+and the call raises :class:`~mrbench_core.time_budget.TimeBudgetExceeded`. Nothing is left
+running: a pool's children exit when its pipes close (the parent ending, :meth:`WorkerPool.close`,
+or interpreter exit).
+
+A child is a fresh interpreter (``python -m mrbench_core.budget_worker``, the parent's
+``sys.path`` and environment): no fork of a process holding threads, GPU contexts or locks. It gets
+the target pickled once, at its start (its start-up is not counted in any call's budget), then
+one pickled ``(method, args)`` per call over its own pipes (the child's stdout and stderr stay the
+parent's, for whatever the work prints).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from typing import Any
+
+from mrbench_core.time_budget import TimeBudgetExceeded
+
+#: a child's start-up (interpreter, imports, unpickling the target) may take this long
+START_TIMEOUT_S = 120.0
+_HEADER = struct.Struct("<Q")
+
+
+class WorkerError(RuntimeError):
+    """A worker process could not start, or ended without answering."""
+
+
+def _write(fd: int, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
+    """``n`` bytes from ``fd``, or None when the deadline passes first; EOFError when it closes."""
+    chunks, left = [], n
+    while left:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            poller = select.poll()  # poll, not select: no FD_SETSIZE limit on the descriptor number
+            poller.register(fd, select.POLLIN)
+            if wait <= 0 or not poller.poll(wait * 1000):
+                return None
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read(fd: int, deadline: float | None = None) -> tuple[bool, Any]:
+    """``(True, object)``, or ``(False, None)`` when the deadline passed first."""
+    header = _read_exactly(fd, _HEADER.size, deadline)
+    if header is None:
+        return False, None
+    body = _read_exactly(fd, _HEADER.unpack(header)[0], None)  # the rest follows the header
+    return True, pickle.loads(body)
+
+
+class _Worker:
+    """One child process holding a copy of the target."""
+
+    def __init__(self, target_bytes: bytes):
+        down_r, self._down = os.pipe()  # parent -> child
+        self._up, up_w = os.pipe()  # child -> parent
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", __name__, str(down_r), str(up_w)],
+                                         pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL)
+        finally:
+            os.close(down_r)
+            os.close(up_w)
+        try:
+            _write(self._down, {"path": list(sys.path), "target": target_bytes})
+            answered, reply = _read(self._up, time.monotonic() + START_TIMEOUT_S)
+        except (EOFError, OSError):
+            answered, reply = True, None
+        if not answered or reply != ("ready", None):
+            self.kill()
+            why = reply[1] if isinstance(reply, tuple) and reply[0] == "error" else None
+            raise WorkerError(f"the scoring worker process did not start (exit code {self.proc.returncode})"
+                              + (f": {why}" if why else ""))
+
+    def call(self, method: str, args: tuple, seconds: float) -> Any:
+        try:
+            _write(self._down, (method, args))
+            answered, reply = _read(self._up, time.monotonic() + seconds)
+        except (EOFError, OSError) as exc:
+            self.kill()
+            raise WorkerError(f"the worker process ended during {method}() (exit code "
+                              f"{self.proc.returncode})") from exc
+        if not answered:
+            self.kill()
+            raise TimeBudgetExceeded(f"past its time budget of {seconds:g} s")
+        kind, value = reply
+        if kind == "error":
+            raise value
+        return value
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        for fd in (self._down, self._up):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._down = self._up = -1
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def close(self) -> None:
+        """Close its pipes: the child reads EOF and exits; killed if it has not within 5 s."""
+        for fd in (self._down, self._up):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._down = self._up = -1
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class WorkerPool:
+    """Up to ``size`` worker processes, each with a copy of ``target`` (pickled now), that run
+    ``target.method(*args)`` within a time budget (see the module docstring). Thread-safe: a call
+    takes an idle worker, or starts one while fewer than ``size`` exist, or waits for one (the
+    wait is not counted in its budget)."""
+
+    def __init__(self, target: Any, size: int = 2):
+        try:
+            self._target = pickle.dumps(target, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # whatever the object's pickling raises
+            raise TypeError(f"{type(target).__name__} cannot be copied into a worker process (pickle: {exc})") from exc
+        self.size = max(1, size)
+        self._idle: list[_Worker] = []
+        self._count = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        _POOLS.add(self)
+
+    def _take(self) -> _Worker:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise WorkerError("the worker pool is closed")
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.alive:
+                        return worker
+                    worker.kill()
+                    self._count -= 1
+                if self._count < self.size:
+                    self._count += 1
+                    break
+                self._cond.wait()
+        try:
+            return _Worker(self._target)
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def _give_back(self, worker: _Worker, healthy: bool) -> None:
+        with self._cond:
+            if healthy and not self._closed:
+                self._idle.append(worker)
+            else:
+                worker.kill()
+                self._count -= 1
+            self._cond.notify()
+
+    def call(self, method: str, args: tuple, seconds: float) -> Any:
+        """``target.method(*args)`` in a worker within ``seconds``; raises
+        :class:`~mrbench_core.time_budget.TimeBudgetExceeded` past it (the worker is killed)."""
+        worker = self._take()
+        healthy = False
+        try:
+            result = worker.call(method, args, seconds)
+            healthy = True
+            return result
+        except (TimeBudgetExceeded, WorkerError):
+            raise
+        except BaseException:  # the work's own exception, raised in the child: the worker is fine
+            healthy = worker.alive
+            raise
+        finally:
+            self._give_back(worker, healthy and worker.alive)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+            self._cond.notify_all()
+        for worker in idle:
+            worker.close()
+
+
+_POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
+#: worker processes per pool of :func:`pool_for`: one can sit out a stalled call while another answers
+POOL_SIZE = 2
+_BY_OBJECT: dict[int, WorkerPool] = {}
+_BY_OBJECT_LOCK = threading.Lock()
+
+
+def pool_for(target: Any) -> WorkerPool:
+    """The pool of copies of ``target``, made (and ``target`` pickled) at the first call for it;
+    closed when ``target`` is garbage-collected."""
+    key = id(target)
+    with _BY_OBJECT_LOCK:
+        pool = _BY_OBJECT.get(key)
+        if pool is None:
+            pool = _BY_OBJECT[key] = WorkerPool(target, POOL_SIZE)
+            weakref.finalize(target, _forget, key)
+    return pool
+
+
+def _forget(key: int) -> None:
+    with _BY_OBJECT_LOCK:
+        pool = _BY_OBJECT.pop(key, None)
+    if pool is not None:
+        pool.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    for pool in list(_POOLS):
+        pool.close()
+
+
+def _serve(down: int, up: int) -> None:
+    """The child's loop: the target, then one call at a time until the parent closes the pipe."""
+    try:
+        _, init = _read(down)
+        sys.path[:] = init["path"]
+        target = pickle.loads(init["target"])
+    except EOFError:
+        return
+    except Exception as exc:  # noqa: BLE001  (reported to the parent, which raises it)
+        _write(up, ("error", f"{type(exc).__name__}: {exc}"))
+        return
+    _write(up, ("ready", None))
+    while True:
+        try:
+            _, (method, args) = _read(down)
+        except EOFError:
+            return
+        try:
+            reply = ("ok", getattr(target, method)(*args))
+        except BaseException as exc:  # noqa: BLE001  (the parent re-raises it)
+            reply = ("error", exc)
+        try:
+            _write(up, reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            _write(up, ("error", RuntimeError(f"{method}() answered with something that cannot be pickled: {exc}")))
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]), int(sys.argv[2]))

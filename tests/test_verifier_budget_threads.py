@@ -1,0 +1,151 @@
+"""The verifier time budget off the main thread (issue 32, item 2): ``Task.score_within`` called
+from a worker thread (the openrlhf backend's vLLM engines score in ``asyncio.to_thread``), where
+SIGALRM cannot fire, runs the verifiers in a worker process that is killed past the budget. The
+verdicts are those of the main thread, bit for bit; a stalled verifier gets the timeout verdicts;
+no process is left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import psutil
+import pytest
+from test_verifier_linear_time import EXAMPLE, StallingTask
+
+from mrbench_core.budget_worker import WorkerPool, pool_for
+from mrbench_core.time_budget import TimeBudgetExceeded
+from tasks.base import TIMEOUT_REASON
+from tasks.data_source import load_examples
+from tasks.registry import make_task
+
+
+def in_thread(fn, *args):
+    """``fn(*args)`` in a fresh thread (not the main one), its result or exception."""
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller)
+            out["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def test_a_stalled_verifier_in_a_thread_gets_the_timeout_verdicts_and_its_process_is_killed():
+    task = StallingTask()
+    before = children()
+    verdicts = in_thread(task.score_within, EXAMPLE, "stall", 0.5)
+    assert [(v.reward, v.value, v.reason) for v in verdicts] == [("signed", -1.0, TIMEOUT_REASON),
+                                                                 ("plain", 0.0, TIMEOUT_REASON)]
+    assert [v.to_json() for v in verdicts] == [v.to_json() for v in task.timeout_verdicts(EXAMPLE, 0.5)]
+    assert children() == before  # the stalled worker was killed and reaped, none kept in its place
+    fine = in_thread(task.score_within, EXAMPLE, "fine", 0.5)  # a fresh worker answers the next call
+    assert [v.value for v in fine] == [1.0, 1.0]
+    assert len(children() - before) == 1  # one idle worker, kept for the next call
+    pool_for(task).close()
+    assert children() == before
+
+
+def test_the_main_thread_still_uses_the_alarm_and_no_process():
+    task = StallingTask()
+    before = children()
+    assert [v.reason for v in task.score_within(EXAMPLE, "stall", 0.2)] == [TIMEOUT_REASON] * 2
+    assert [v.value for v in task.score_within(EXAMPLE, "fine", 0.2)] == [1.0, 1.0]
+    assert children() == before
+
+
+def test_no_budget_in_a_thread_scores_in_the_thread():
+    task = StallingTask()
+    before = children()
+    assert [v.value for v in in_thread(task.score_within, EXAMPLE, "fine", 0)] == [1.0, 1.0]
+    assert children() == before
+
+
+@pytest.mark.parametrize("name", ["ifollow", "toolcall"])
+def test_verdicts_off_the_main_thread_equal_the_main_threads_bit_for_bit(name):
+    task = make_task(name)
+    examples = load_examples(task, "train", None, 4, 0)
+    responses = ["", "Sure. " * 40, '<tool_call>\n{"name": "x", "arguments": {}}\n</tool_call>',
+                 "<think>ok</think> HELLO, WORLD! " + "*word* " * 30]
+    for ex in examples:
+        for response in responses:
+            # a budget no check comes near (a first call may load a sentence splitter for seconds)
+            here = task.score_within(ex, response, 120.0)
+            there = in_thread(task.score_within, ex, response, 120.0)
+            assert TIMEOUT_REASON not in {v.reason for v in here}
+            assert json.dumps([v.to_json() for v in there]) == json.dumps([v.to_json() for v in here])
+    pool_for(task).close()
+
+
+def test_under_asyncio_to_thread_as_the_agent_scores():
+    task = StallingTask()
+
+    async def score_both():
+        return await asyncio.gather(asyncio.to_thread(task.score_within, EXAMPLE, "stall", 0.5),
+                                    asyncio.to_thread(task.score_within, EXAMPLE, "fine", 0.5))
+
+    stalled, fine = asyncio.run(score_both())
+    assert [v.reason for v in stalled] == [TIMEOUT_REASON] * 2 and [v.value for v in fine] == [1.0, 1.0]
+    pool_for(task).close()
+
+
+class Broken:
+    def fail(self):
+        raise ValueError("a checker's own error")
+
+    def echo(self, x):
+        return x
+
+
+def test_the_work_s_own_exception_comes_back_and_the_worker_stays():
+    pool = WorkerPool(Broken(), size=1)
+    try:
+        with pytest.raises(ValueError, match="a checker's own error"):
+            pool.call("fail", (), 30)
+        assert pool.call("echo", ({"a": [1, 2]},), 30) == {"a": [1, 2]}
+    finally:
+        pool.close()
+
+
+def test_an_object_that_cannot_be_copied_says_so():
+    with pytest.raises(TypeError, match="cannot be copied into a worker process"):
+        WorkerPool(threading.Lock())
+
+
+def test_past_the_budget_the_call_raises_and_the_pool_recovers():
+    pool = WorkerPool(StallingTask(), size=1)
+    try:
+        with pytest.raises(TimeBudgetExceeded):
+            pool.call("score", (EXAMPLE, "stall"), 0.3)
+        assert [v.value for v in pool.call("score", (EXAMPLE, "fine"), 30)] == [1.0, 1.0]
+    finally:
+        pool.close()
+
+
+def test_a_text2sql_task_copies_into_a_worker_without_its_processes_or_locks():
+    import pickle
+
+    task = make_task("text2sql")
+    copy = pickle.loads(pickle.dumps(task))
+    assert copy.sandbox._proc is None and copy.sandbox.limits == task.sandbox.limits
+    assert copy.reference_cache._lock is not task.reference_cache._lock
+
+
+def test_the_openrlhf_label_carries_the_budget_to_the_agent():
+    from harness.backends.openrlhf.labels import Label, decode_label, encode_label
+
+    label = Label("toy", {}, EXAMPLE, [2], 12, verifier_timeout_s=1.5)
+    assert decode_label(encode_label(label)).verifier_timeout_s == 1.5
+    assert decode_label(encode_label(Label("toy", {}, EXAMPLE, [2], 12))).verifier_timeout_s is None
