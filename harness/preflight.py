@@ -91,7 +91,7 @@ def check_settings(backend_class: type, cfg: Any) -> None:
     others = [name for name in BACKENDS.names() if name != backend_class.name and honours_them(name)]
     them = "it" if len(ignored) == 1 else "them"
     fits = f" or use a backend that honours {them} ({', '.join(others)})" if others else ""
-    raise PreflightError(f"--backend {cfg.backend.name}: backend {backend_class.name!r} would ignore "
+    raise PreflightError(f"--backend {cfg.backend.name}: backend {backend_class.name!r} does not honour "
                          f"{'; '.join(ignored)}; leave {them} at the default{fits}")
 
 
