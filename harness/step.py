@@ -168,14 +168,13 @@ class Step:
         self.tokenizer, self.credit, self.guard = tokenizer, credit, guard
         self.position = 0  # index of the next training example in the data order (checkpointed)
         self.family: Callable[[str], str] | None = getattr(task, "reward_family", None)
-        name = os.environ.get(PROBE_ENV)
-        self._probe = Path(record.path) / name if name and record is not None else None
 
-    def _enter(self, state: StepState | int, phase: str) -> None:
-        if self._probe is not None:
-            n = state if isinstance(state, int) else state.n
-            with self._probe.open("a", encoding="utf-8") as f:
-                f.write(json.dumps({"step": n + 1, "phase": phase}) + "\n")
+    def _enter(self, state: StepState, phase: str) -> None:
+        """The test probe (``MRBENCH_STEP_PROBE``, see the module docstring): ``phase`` begins."""
+        name = os.environ.get(PROBE_ENV)
+        if name and self.record is not None:
+            with (Path(self.record.path) / name).open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"step": state.n + 1, "phase": phase}) + "\n")
 
     # -- the whole step, for a backend that runs the loop itself -------------------------------
     def run(self, engine: Engine, n: int, examples: Sequence[Any]) -> dict[str, Any]:

@@ -116,25 +116,27 @@ def openrlhf_advantages(cfg: Any, task: Any, dump: dict[str, Any], algo_name: st
     forward pass (the experience maker's path: its batch, the driver-side replay kinds, the frame
     writing): ``[B, T]`` read back from the frames, and the replay result."""
     from algorithms import get_algorithm
-    from harness.backends.openrlhf.step import compute_advantages, step_batch, write_advantages
-    from harness.replay_builders import replay_for
-    from harness.step import plan_step
+    from harness.backends.openrlhf.step import rollouts_from_samples, write_advantages
+    from harness.step import Step, plan_step
     from mrbench_core.replay_kinds import WITHOUT_FORWARD
 
     algo = get_algorithm(algo_name, **(params or {}))
-    batch = step_batch(sample_objects(dump), cfg.sampling.group_size, task)
     plan = plan_step(algo, step)
+    tok = None
     if plan.replay:
         assert plan.request in WITHOUT_FORWARD, f"{algo_name} replays with the model: use a real run's dump"
         from harness.backends.openrlhf.prompts import load_tokenizer
 
         tok = load_tokenizer(cfg.model.name)
-        batch.rep = replay_for(plan.request, None, task, tok, batch.rollouts, batch.rewards, batch.group_ids,
-                               batch.T)
-    adv = compute_advantages(algo, batch, step, cfg.schedule.steps)
+    shared = Step(cfg, task, algo, None, tok)  # the maker's calls of the shared step, without a record
+    state = shared.plan(step)
+    shared.take(state, rollouts_from_samples(sample_objects(dump), cfg.sampling.group_size)[0])
+    shared.score(state, scored=True)
+    shared.replay(None, state)
+    adv = shared.advantages(state)
     experiences = [ns(index=list(e["index"]), action_mask=e["action_mask"], info={}, advantages=None)
                    for e in dump["experiences"]]
     write_advantages(experiences, adv)
     frames = {"experiences": [{"index": e.index, "advantages": e.advantages, "action_mask": e.action_mask}
                               for e in experiences]}
-    return recorded_advantages(frames, adv.shape[0], adv.shape[1]), batch.rep
+    return recorded_advantages(frames, adv.shape[0], adv.shape[1]), state.rep

@@ -277,7 +277,7 @@ def _counted(fn, counts, key):
 @pytest.mark.parametrize("algo", ["grpo", "gdpo", "mrtpo", "mrtpo-joint", "mrtpo-oracle", "cort"])
 def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, algo, monkeypatch):
     from algorithms import get_algorithm
-    from harness.backends.openrlhf import step as orl_step
+    from harness import step as shared_step
     from harness.backends.rollout import batch_tensors, reward_lows, rollouts_for
     from harness.config import SamplingConfig
     from harness.replay_builders import ReplayResult
@@ -314,8 +314,8 @@ def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, a
     maker = orl.maker.MRExperienceMaker(group, None, None, None, SimpleNamespace(value=0.0), strategy, tok, cell=cell)
     maker.step = step
     shared = {"plan": 0, "to_batch": 0, "advantages": 0}  # the local backend's step pieces, each used once
-    for module, name, key in ((orl.maker, "plan_step", "plan"), (orl_step, "step_advantages", "advantages")):
-        monkeypatch.setattr(module, name, _counted(getattr(module, name), shared, key))
+    for name, key in (("plan_step", "plan"), ("step_advantages", "advantages")):  # the shared step's pieces
+        monkeypatch.setattr(shared_step, name, _counted(getattr(shared_step, name), shared, key))
     monkeypatch.setattr(ReplayResult, "to_batch", _counted(ReplayResult.to_batch, shared, "to_batch"))
     experiences = maker.make_experience_batch(samples)
     assert shared == {"plan": 1, "to_batch": 1, "advantages": 1}
@@ -346,17 +346,20 @@ def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, a
 LOCAL_STEP_KEYS = {"step", "reward_mean", "format_rate", "response_length", "truncated_rate", "replay_pairs",
                    "reward_pairs", "replay_share", "replay_sequences", "adv_abs_mean", "adv_nonzero_tokens", "loss",
                    "kl", "clip_fraction", "entropy", "grad_norm", "ratio_max", "time_generate", "time_score",
-                   "time_replay", "time_update", "time_step"}
+                   "time_replay", "time_credit", "time_update", "time_step"}
 
 
 def _trainer(orl, cfg, tmp_path, maker, saved_states):
     from harness.backends.relevance_guard import RelevanceGuard
+    from harness.credit.trainlog import CreditLog
     from harness.records import RunRecord
 
     t = orl.trainer.MRPPOTrainerImpl.__new__(orl.trainer.MRPPOTrainerImpl)
     t.cell = CellSpec(config=cfg.to_dict(), record_dir=str(tmp_path))
     t.mr_cfg, t.experience_maker, t.record = cfg, maker, RunRecord(tmp_path)
     t.guard = RelevanceGuard(maker.algorithm, maker.task, t.record)
+    t.credit = CreditLog(cfg.output.credit_groups, tmp_path, maker.tokenizer, maker.task)
+    t.share_step()
     ns = SimpleNamespace
     t.args = ns(logger=ns(logging_steps=1), ckpt=ns(save_steps=float("inf"), path=str(tmp_path), load_enable=True))
     t.wandb_logger = t.tensorboard_logger = t.critic_model_group = None
@@ -374,6 +377,7 @@ def _trainer(orl, cfg, tmp_path, maker, saved_states):
 def test_trainer_writes_the_local_rows_resumes_and_stops_after_a_checkpoint(orl, tmp_path):
     from harness.backends.openrlhf.cell import CellPaths
     from harness.backends.openrlhf.launch import request_stop, stopped_after
+    from harness.credit import store
     from tasks.registry import make_task
 
     register()
@@ -393,17 +397,21 @@ def test_trainer_writes_the_local_rows_resumes_and_stops_after_a_checkpoint(orl,
               "timing/generation": 3.0, "timing/make_experience": 1.0, "timing/ppo_train": 2.0,
               "timing/broadcast": 0.5, "timing/step_total": 6.5}
     for step in (1, 2):
+        maker.step = step - 1  # as train_step tells it
         maker.make_experience_batch(samples)
         trainer.save_logs_and_checkpoints(step, dict(status), {"global_step": step})
     rows = trainer.record.metrics()
     assert [r["step"] for r in rows] == [1, 2] and LOCAL_STEP_KEYS <= set(rows[0])
+    assert [r["step"] for r in store.read_rows(tmp_path)] == [1] * 4 + [2] * 4  # the credit log, one group a step
     assert rows[0]["loss"] == 0.5 and rows[0]["clip_fraction"] == 0.25 and rows[0]["time_update"] == 2.5
     assert rows[0]["time_step"] == 6.5 and rows[0]["reward_mean"] == pytest.approx(_rewards_mean(samples))
     assert not calls  # no periodic checkpoint (save_steps is infinite)
     assert trainer.init_checkpoint_states()["global_step"] == 1
     assert [r["step"] for r in trainer.record.metrics()] == [1]  # resumed after step 1: step 2 is redone
+    assert [r["step"] for r in store.read_rows(tmp_path)] == [1] * 4
     paths = CellPaths(tmp_path)
     request_stop(paths, "SIGTERM")
+    maker.step = 1
     maker.make_experience_batch(samples)
     with pytest.raises(orl.trainer.TrainingStopped):
         trainer.save_logs_and_checkpoints(2, dict(status), {"global_step": 2})

@@ -33,13 +33,17 @@ from openrlhf_cpu_run import (
     why_cannot_run,
 )
 
+from harness.step import PHASES, PROBE_ENV, probe_phases
+
 SKIP = why_cannot_run()
 pytestmark = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
 
 STEPS, G, PROMPTS = 2, 4, 2
-#: the local backend's metrics keys the openrlhf rows must carry (credit/* depend on the replay's data;
-#: time_credit is the local backend's credit-row writing, which the openrlhf backend does not do)
-LOCAL_ONLY = {"time_credit"}
+#: the local backend's metrics keys the openrlhf rows must carry, all of them (credit/* depend on the
+#: replay's data): both run the same step (harness.step.Step)
+LOCAL_ONLY: set[str] = set()
+#: the shared step's probe file in the record (harness.step.PROBE_ENV), on for the mrtpo run
+PROBE_FILE = "step_probe.jsonl"
 
 
 def _kill_driver_after_checkpoint(args, env, marker: Path, log: Path):
@@ -104,7 +108,7 @@ def mrtpo(base, model_dir, grpo):  # after the grpo run: one real run at a time
 
     work = base / "mrtpo"
     (work / "dump").mkdir(parents=True)
-    env = {**shim_env(work / "shim.jsonl"), "MRBENCH_OPENRLHF_CPU_DUMP": str(work / "dump")}
+    env = {**shim_env(work / "shim.jsonl"), "MRBENCH_OPENRLHF_CPU_DUMP": str(work / "dump"), PROBE_ENV: PROBE_FILE}
     with ray_head(3, env) as address:
         # replay batches of one sequence: no padding, so the bf16 replay does not depend on how the
         # groups were sharded over the actors (the local check below replays them all in one process)
@@ -186,6 +190,17 @@ def test_mrtpo_with_two_data_parallel_actors_trains_into_a_complete_record(mrtpo
     _assert_complete_record(mrtpo.run, "mrtpo")
     rows = mrtpo.run.metrics()
     assert all(r["replay_share"] > 0 and r["replay_pairs"] > 0 for r in rows)  # replayed on the DeepSpeed actors
+
+
+def test_the_openrlhf_hooks_run_the_shared_step_and_write_its_credit_log(grpo, mrtpo):
+    from harness.credit import store
+
+    # the Step's phases, in the local backend's order (tests/test_shared_step.py), from OpenRLHF's hooks
+    assert probe_phases(mrtpo.out / PROBE_FILE) == [(n, p) for n in range(1, STEPS + 1) for p in PHASES]
+    for run in (grpo, mrtpo):  # one credit group a step (output.credit_groups 1), through the kill and resume
+        assert [(r["step"], r["group"]) for r in store.read_rows(run.out)] == [(1, 0)] * G + [(2, 0)] * G
+    rows = mrtpo.run.metrics()  # the per-reward diagnostics read the verifiers' spans through the tokenizer
+    assert all(any(k.startswith("credit/") and k.endswith("/read_mass") for k in r) for r in rows)
 
 
 def test_vllm_samples_with_the_weights_deepspeed_trained_after_every_sync(grpo, mrtpo, model_dir):

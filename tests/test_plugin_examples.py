@@ -113,14 +113,14 @@ def test_canned_backend_run_writes_a_finished_record(env, tmp_path):
 RESUME_SCRIPT = """
 import sys
 from harness import cli
-from mrbench_plugin_example.backend import CannedBackend
+from harness.step import Step
 
-step = CannedBackend._step
-def crash_at_third_step(self, n, examples, record):
+run = Step.run
+def crash_at_third_step(self, engine, n, examples):
     if n == 2:
         raise RuntimeError("simulated crash")
-    return step(self, n, examples, record)
-CannedBackend._step = crash_at_third_step
+    return run(self, engine, n, examples)
+Step.run = crash_at_third_step
 try:
     cli.main(sys.argv[1:])
 except RuntimeError:

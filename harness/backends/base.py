@@ -1,6 +1,12 @@
 """The backend contract: what the harness gives a backend, and what a backend must do with it.
 
-A backend trains one cell (task x algorithm x model x seed) and generates with the policy.
+A backend trains one cell (task x algorithm x model x seed) and generates with the policy. It
+does not write the training step: the step is mrbench's, written once (:class:`harness.step.Step`:
+plan, sample, score under the verifier budget, replay, advantages, credit rows, update, metrics
+row and samples). A backend writes an **engine** (:class:`harness.step.Engine`): ``sample``, the
+replay's forward passes (``replay``), ``update``, the weight ``sync``, ``save`` and ``load``; its
+loop runs ``Step.run(engine, n, examples)`` per step, or, where a framework owns the loop
+(openrlhf), its hooks call the Step's phases one by one.
 
 What it receives, in its constructor (``Backend(cfg, task, algorithm)``):
 
@@ -34,11 +40,12 @@ the backend fit together, using what the backend declares here:
 
 1. call ``record.start(seed=..., task_version=..., data_hash=..., extra=...)`` once it knows the
    data, with ``extra`` saying how it runs (precision, devices, generator);
-2. per training step ``n`` (0-based), append one metrics row with ``step = n + 1`` and at least
-   the keys of :data:`REQUIRED_STEP_KEYS` (rewards, the algorithm's own metrics from
-   ``algorithm.advantages(batch)``, timings), and the step's sample rows
-   (``record.append_metrics`` / ``record.append_samples``);
-3. checkpoint under ``record.checkpoint_dir`` so that rerunning the same command resumes and
+2. per training step ``n`` (0-based), run the shared step on its engine, which appends one
+   metrics row with ``step = n + 1`` and at least the keys of :data:`REQUIRED_STEP_KEYS`
+   (rewards, the algorithm's own metrics from ``algorithm.advantages(batch)``, timings), and the
+   step's sample rows;
+3. checkpoint under ``record.checkpoint_dir`` (the engine's ``save``, with the step's data
+   position ``Step.position``) so that rerunning the same command resumes (``load``) and
    reproduces an uninterrupted run; on SIGTERM/SIGINT checkpoint and raise
    :class:`KeyboardInterrupt`;
 4. return the run summary (a flat dict; :func:`harness.backends.step_metrics.run_summary`).

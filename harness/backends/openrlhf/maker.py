@@ -1,35 +1,37 @@
-"""mrbench's experience maker: OpenRLHF's own, with mrbench's replay and token advantages.
+"""mrbench's experience maker: OpenRLHF's own, running the shared step's (:class:`harness.step.Step`)
+plan, replay, advantages and credit rows from OpenRLHF's hooks.
 
 OpenRLHF's ``RemoteExperienceMaker.make_experience_batch`` splits the step's rollout samples into
 micro-batches, runs the old policy's log-probabilities (and the reference's) on the actors, then
 calls ``compute_advantages_and_returns``. :class:`MRExperienceMaker` overrides both:
 
-- ``make_experience_batch`` first rebuilds the step's batch from the samples (:mod:`.step`) and,
-  when the algorithm replays at this step, sends one shard of whole groups to each policy actor
-  (``mr_replay``, :mod:`.shards`) while they still hold the policy that sampled (a kind that needs
-  no forward pass, mrtpo-oracle's read-span masks, is built here from the verdicts); then it runs
-  OpenRLHF's own path unchanged;
+- ``make_experience_batch`` first runs the Step's ``plan``, takes the step's rollouts rebuilt from
+  the samples (:mod:`.step`; the vLLM workers sampled them and scored them with the Step's own
+  :func:`harness.step.score_response`), and runs the Step's ``replay`` with this maker as its
+  engine: one shard of whole groups to each policy actor (``mr_replay``, :mod:`.shards`) while
+  they still hold the policy that sampled (a kind without forward passes, mrtpo-oracle's read-span
+  masks, the Step builds itself); then it runs OpenRLHF's own path unchanged;
 - ``compute_advantages_and_returns`` replaces OpenRLHF's reward shaping and estimators with the
-  algorithm's token advantages, written into each experience's frame; no KL penalty enters the
-  reward (mrbench's KL is a loss term, ``--algo.kl.use_loss``).
+  Step's ``advantages`` (written into each experience's frame; no KL penalty enters the reward:
+  mrbench's KL is a loss term, ``--algo.kl.use_loss``) and its ``credit`` rows.
 
-The batch and its advantages stay on ``self.last`` for the trainer's metrics row.
+The step's state stays on ``self.last`` for the trainer, which finishes the step (:mod:`.trainer`).
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Sequence
 from typing import Any
 
 import ray
+import torch
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 
 from harness.backends.openrlhf.cell import CellSpec
 from harness.backends.openrlhf.shards import ReplaySettings, ShardResult, make_shards, merge_shards
-from harness.backends.openrlhf.step import StepBatch, compute_advantages, step_batch, write_advantages
-from harness.replay_builders import replay_for
-from harness.step import plan_step
-from mrbench_core.replay_kinds import WITHOUT_FORWARD
+from harness.backends.openrlhf.step import rollouts_from_samples, write_advantages
+from harness.replay_builders import ReplayResult
+from harness.step import Step, StepPlan, StepState
 
 
 class MRExperienceMaker(RemoteExperienceMaker):
@@ -44,50 +46,51 @@ class MRExperienceMaker(RemoteExperienceMaker):
         self.algorithm = get_algorithm(cfg.algo.name, **cfg.algo.params)
         self.task = cached_task(cfg.task.name, dict(cfg.task.options))
         self.step = 0  # 0-based training step, set by the trainer before each batch
-        self.last: StepBatch | None = None
-        self._pending: StepBatch | None = None
+        #: the run's shared step; the trainer gives it the record, the credit log and the guard
+        self.shared: Step = Step(cfg, self.task, self.algorithm, None, self.tokenizer)
+        self.last: StepState | None = None
+        self._pending: StepState | None = None
 
-    # -- the replay on the policy actors --------------------------------------------------------
+    # -- the engine's replay: forward passes on the policy actors ---------------------------------
     def _effective_actors(self) -> int:
         a = self.args
         return max(1, a.actor.num_nodes * a.actor.num_gpus_per_node // a.ds.ring_attn_size // a.ds.tensor_parallel_size)
 
-    def _replay(self, batch: StepBatch) -> None:
-        batch.plan = plan = plan_step(self.algorithm, self.step)
-        if not plan.replay:
-            return
-        t0 = time.time()
-        if plan.request in WITHOUT_FORWARD:  # read-span masks need the tokenizer and the verdicts, no model
-            batch.rep = replay_for(plan.request, None, self.task, self.tokenizer, batch.rollouts, batch.rewards,
-                                   batch.group_ids, batch.T)
-            batch.time_replay = time.time() - t0
-            return
+    def replay(self, plan: StepPlan, rollouts: Sequence[Any], rewards: torch.Tensor, group_ids: torch.Tensor,
+               T: int) -> ReplayResult:
+        """The replay's forward passes, one shard of whole groups per policy actor."""
         opts = self.mr_cfg.backend.openrlhf
         settings = ReplaySettings(opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix,
                                   self.mr_cfg.sampling.temperature)
         shards = make_shards(plan.request.value, self.mr_cfg.task.name, dict(self.mr_cfg.task.options), settings,
-                             batch.rollouts, batch.rewards, batch.group_ids, batch.T, self._effective_actors())
+                             list(rollouts), rewards, group_ids, T, self._effective_actors())
         refs = self.actor_model_group.async_run_method_batch(method_name="mr_replay", shard=shards)
         duplicate = self.args.ds.ring_attn_size * self.args.ds.tensor_parallel_size
         results: list[ShardResult] = [r for chunk in ray.get(refs)[::duplicate] for r in chunk]
-        batch.rep = merge_shards(results, batch.rewards, batch.T)
-        batch.time_replay = time.time() - t0
+        return merge_shards(results, rewards, T)
 
     # -- OpenRLHF's hooks ---------------------------------------------------------------------------
     def make_experience_batch(self, rollout_samples):
-        batch = step_batch(rollout_samples, self.args.rollout.n_samples_per_prompt, self.task)
-        self._replay(batch)
-        self._pending = batch
+        step = self.shared
+        state = step.plan(self.step)
+        rollouts, score_seconds = rollouts_from_samples(rollout_samples, self.args.rollout.n_samples_per_prompt)
+        step.take(state, rollouts)
+        step.score(state, scored=True)  # scored in the vLLM workers, with the Step's score_response
+        state.phases.seconds["score"] = score_seconds
+        with state.phases("replay"):
+            step.replay(self, state)
+        self._pending = state
         try:
             return super().make_experience_batch(rollout_samples)
         finally:
             self._pending = None
 
     def compute_advantages_and_returns(self, experiences):
-        batch = self._pending
-        if batch is None:
+        state = self._pending
+        if state is None:
             raise RuntimeError("MRExperienceMaker.compute_advantages_and_returns runs inside make_experience_batch")
-        adv = compute_advantages(self.algorithm, batch, self.step, self.mr_cfg.schedule.steps)
-        write_advantages(experiences, adv)
-        self.last = batch
+        write_advantages(experiences, self.shared.advantages(state))
+        with state.phases("credit"):
+            self.shared.credit_rows(state)
+        self.last = state
         return experiences

@@ -1,50 +1,30 @@
-"""One training step as the experience maker sees it, in mrbench's terms.
+"""OpenRLHF's side of the shared step (:class:`harness.step.Step`), in mrbench's terms.
 
 From OpenRLHF's rollout samples (one single-row ``Experience`` per response, groups of G
 consecutive samples per prompt, as OpenRLHF itself assumes) it rebuilds the harness's
-:class:`~harness.backends.rollout.Rollout` s from the token ids and the scored labels, so that the
-rewards ``[B, K]``, the response mask ``[B, T]``, the replay and the algorithm's token advantages
-are computed exactly as the local backend computes them; writes those advantages into the
-experiences' frame; and builds the step's metrics row with the local backend's keys from the
-batch and OpenRLHF's training status.
+:class:`~harness.backends.rollout.Rollout` s from the token ids and the scored labels, which the
+Step takes as the step's rollouts (so the rewards ``[B, K]``, the response mask ``[B, T]``, the
+replay and the token advantages are the local backend's); writes the Step's advantages into the
+experiences' frame; and turns OpenRLHF's training status into the update statistics and the
+phase times of the Step's metrics row.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from torch import Tensor
 
 from harness.backends.openrlhf.frame import scatter_rows, split_sequence
 from harness.backends.openrlhf.labels import decode_label
-from harness.backends.rollout import Rollout, batch_tensors, reward_lows
-from harness.backends.step_metrics import UpdateStats, step_row
-from harness.replay_builders import ReplayResult
-from harness.step import StepPlan, step_advantages
+from harness.backends.rollout import Rollout
+from harness.backends.step_metrics import UpdateStats
 
 
 class StepError(ValueError):
     """Rollout samples that do not form the batch mrbench sent (the message says how)."""
-
-
-@dataclass
-class StepBatch:
-    rollouts: list[Rollout]
-    rewards: Tensor  # [B, K], NaN where a reward does not apply
-    group_ids: Tensor  # [B]
-    mask: Tensor  # [B, T]
-    T: int
-    reward_low: Tensor  # [K]
-    score_seconds: float = 0.0
-    plan: StepPlan | None = None  # what the algorithm asked of this step (the maker decides it once)
-    rep: ReplayResult | None = None
-    adv: Tensor | None = None
-    algo_metrics: dict[str, float] = field(default_factory=dict)
-    time_replay: float = 0.0
-    diagnostics: dict[str, float] = field(default_factory=dict)  # harness.step_diagnostics
 
 
 def rollouts_from_samples(samples: Sequence[Any], group_size: int) -> tuple[list[Rollout], float]:
@@ -72,28 +52,6 @@ def rollouts_from_samples(samples: Sequence[Any], group_size: int) -> tuple[list
     return out, seconds
 
 
-def step_batch(samples: Sequence[Any], group_size: int, task: Any) -> StepBatch:
-    rollouts, seconds = rollouts_from_samples(samples, group_size)
-    rewards, group_ids, mask, T = batch_tensors(rollouts)
-    return StepBatch(rollouts, rewards, group_ids, mask, T, reward_lows(rollouts, task, rewards.shape[1]), seconds)
-
-
-def compute_advantages(algorithm: Any, batch: StepBatch, step: int, total_steps: int | None = None,
-                       tokenizer: Any = None) -> Tensor:
-    """The algorithm's token advantages ``[B, T]`` for the batch (and its metrics and per-reward
-    diagnostics, kept on it; the credit mass on read tokens needs the ``tokenizer``), from the same
-    batch builder and advantages call as the local backend's step (:mod:`harness.backends.algo_step`)."""
-    from harness.step_diagnostics import column_names, step_diagnostics
-
-    rep = batch.rep or ReplayResult.nothing_replayed(batch.rewards)
-    rb = rep.to_batch(batch.rewards, batch.group_ids, batch.mask, step, batch.reward_low,
-                      reward_names=column_names(batch.rollouts), total_steps=total_steps)
-    result = step_advantages(algorithm, rb)
-    batch.adv, batch.algo_metrics, batch.rep = result.tokens, dict(result.metrics), rep
-    batch.diagnostics = step_diagnostics(algorithm, rb, batch.rollouts, tokenizer, advantages=result)
-    return batch.adv
-
-
 def write_advantages(experiences: Sequence[Any], adv: Tensor) -> None:
     """Each experience's ``advantages`` (and ``returns``, which only a critic reads) from ``adv[B, T]``
     through its rows' sample indices; OpenRLHF's per-token KL penalty is not added (``kl = None``);
@@ -119,19 +77,14 @@ def update_stats(status: dict[str, Any]) -> UpdateStats:
                        entropy=num("entropy_loss"), grad_norm=num("actor_grad_norm", math.nan), ratio_max=math.nan)
 
 
-def metrics_row(n: int, batch: StepBatch, status: dict[str, Any], task: Any, with_entropy: bool) -> dict[str, Any]:
-    """The metrics row of step ``n`` (0-based): the local backend's keys (:mod:`harness.backends.step_metrics`).
-    Times: ``time_generate`` is OpenRLHF's generation (the verifiers run inside it, in the rollout
-    workers; ``time_score`` is their summed seconds), ``time_replay`` the replay on the actors,
+def step_times(status: dict[str, Any], seconds: dict[str, float]) -> dict[str, float]:
+    """The phase times of the step's metrics row, from OpenRLHF's ``timing/*`` status and the Step's
+    own ``seconds`` (:class:`harness.backends.phases.PhaseTimes`): ``time_generate`` is OpenRLHF's
+    generation (the verifiers run inside it, in the rollout workers; ``time_score`` is their summed
+    seconds), ``time_replay`` the replay on the actors, ``time_credit`` the credit rows,
     ``time_update`` the PPO update plus the weight broadcast to vLLM, ``time_step`` OpenRLHF's total."""
-    assert batch.adv is not None and batch.rep is not None, "compute_advantages first"
-    row = step_row(n, batch.rollouts, batch.rewards, batch.mask, batch.adv, batch.rep, update_stats(status),
-                   batch.algo_metrics, getattr(task, "format_reward", None), with_entropy,
-                   family=getattr(task, "reward_family", None))
-    row.update(batch.diagnostics)
     timing = {k: float(v) for k, v in status.items() if k.startswith("timing/") and isinstance(v, (int, float))}
-    row.update(time_generate=timing.get("timing/generation", 0.0), time_score=batch.score_seconds,
-               time_replay=batch.time_replay,
-               time_update=timing.get("timing/ppo_train", 0.0) + timing.get("timing/broadcast", 0.0),
-               time_step=timing.get("timing/step_total", sum(timing.values())))
-    return row
+    return {"time_generate": timing.get("timing/generation", 0.0), "time_score": seconds.get("score", 0.0),
+            "time_replay": seconds.get("replay", 0.0), "time_credit": seconds.get("credit", 0.0),
+            "time_update": timing.get("timing/ppo_train", 0.0) + timing.get("timing/broadcast", 0.0),
+            "time_step": timing.get("timing/step_total", sum(timing.values()))}

@@ -9,11 +9,14 @@ Ray refuses to subclass a class it has made remote, so both subclass the undecor
   for the vLLM engines before OpenRLHF's weight-sync rendezvous (:mod:`.failures`); and
   once OpenRLHF has built its actor trainer, makes it run mrbench's policy objective, the one the
   local backend's update runs (:mod:`.update`).
-- :class:`MRPPOTrainerImpl` puts :class:`~.maker.MRExperienceMaker` in place of OpenRLHF's,
-  reads the prompts in file order (mrbench's data order) instead of shuffled, adds top-k to the
-  sampling parameters, tells the maker the step, and after each step appends the metrics row and
-  sample rows to the record (dropping rows after the checkpoint it resumes from). When the
-  mrbench process asks it to stop, it checkpoints after the step and ends.
+- :class:`MRPPOTrainerImpl` puts :class:`~.maker.MRExperienceMaker` in place of OpenRLHF's and
+  gives the maker's shared step (:class:`harness.step.Step`) the record, the credit log
+  (``credit.jsonl``, :class:`harness.credit.trainlog.CreditLog`) and the relevance guard; reads
+  the prompts in file order (mrbench's data order) instead of shuffled, adds top-k to the sampling
+  parameters, tells the maker the step, and after each step finishes it: OpenRLHF's update
+  statistics, then the Step's metrics row and sample rows (rows after the checkpoint it resumes
+  from are dropped, credit rows too). When the mrbench process asks it to stop, it checkpoints
+  after the step and ends.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class MRPPOTrainerImpl(_TrainerBase):
         super().__init__(pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
                          reference_model_group, vllm_engines, **generate_kwargs)
         from harness.backends.relevance_guard import RelevanceGuard
+        from harness.credit.trainlog import CreditLog
         from harness.records import RunRecord
 
         self.cell = current_cell()
@@ -90,10 +94,19 @@ class MRPPOTrainerImpl(_TrainerBase):
             self.generate_kwargs["top_k"] = int(self.mr_cfg.sampling.top_k)
         self.record = RunRecord(self.cell.paths.record)
         self.guard = RelevanceGuard(self.experience_maker.algorithm, self.experience_maker.task, self.record)
+        self.credit = CreditLog(self.mr_cfg.output.credit_groups, self.record.path, self.tokenizer,
+                                self.experience_maker.task)
+        self.share_step()
+
+    def share_step(self) -> None:
+        """The maker's shared step writes into this trainer's record, credit log and guard."""
+        shared = self.experience_maker.shared
+        shared.record, shared.credit, shared.guard = self.record, self.credit, self.guard
 
     def init_checkpoint_states(self):
         states = super().init_checkpoint_states()
         self.record.truncate_metrics(int(states.get("global_step", 0)))
+        self.credit.resume(int(states.get("global_step", 0)))
         return states
 
     def train_step(self, rollout_samples, global_step: int):
@@ -101,17 +114,15 @@ class MRPPOTrainerImpl(_TrainerBase):
         return super().train_step(rollout_samples, global_step)
 
     def _append_step(self, global_step: int, status: dict[str, Any]) -> None:
-        from harness.backends.openrlhf.step import metrics_row
-        from harness.backends.step_metrics import sample_rows
+        """Finish the step the maker made: OpenRLHF's update statistics, then the Step's rows."""
+        from harness.backends.openrlhf.step import step_times, update_stats
 
-        batch, maker = self.experience_maker.last, self.experience_maker
-        if batch is None:
+        maker = self.experience_maker
+        state = maker.last
+        if state is None:
             return
-        n, cfg = global_step - 1, self.mr_cfg
-        replayed = batch.plan is not None and batch.plan.replay  # the maker's plan of this step
-        self.guard.after_step(n, batch.rewards, batch.group_ids, replayed, batch.rep.pairs_replayed)
-        self.record.append_metrics(metrics_row(n, batch, status, maker.task, bool(cfg.optim.entropy_coef)))
-        self.record.append_samples(sample_rows(n, batch.rollouts, cfg.schedule.log_samples))
+        maker.shared.updated(state, update_stats(status))
+        maker.shared.finish(state, times=step_times(status, state.phases.seconds))
         maker.last = None
 
     def save_logs_and_checkpoints(self, global_step: int, logs_dict=None, client_states=None) -> None:
