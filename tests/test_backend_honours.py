@@ -57,7 +57,7 @@ REFUSED = {
     "openrlhf": {"model.device", "backend.local.replay_batch_size",
                  "backend.local.replay_chunk_size", "backend.local.share_prefix", "backend.local.sampling_logits_mb",
                  "backend.local.replay_batching", "backend.local.replay_head", "backend.options.some-plugin",
-                 "schedule.stop_without_signal", "output.credit_groups", "output.save_merged"},
+                 "schedule.stop_without_signal", "output.save_merged"},
 }
 
 
@@ -153,7 +153,7 @@ def test_the_walk_sees_every_field_of_the_run_config():
 
 
 @pytest.mark.parametrize("name,overrides", [
-    ("openrlhf", [("output.credit_groups", "0"), ("task.verifier_timeout_s", "0"), ("output.save_merged", "false")]),
+    ("openrlhf", [("task.verifier_timeout_s", "0"), ("output.save_merged", "false")]),
     ("example-canned", [("output.save_model", "false"), ("optim.kl_coef", "0")]),
 ])
 def test_the_off_value_of_a_feature_the_backend_lacks_is_accepted(name, overrides):
@@ -161,13 +161,13 @@ def test_the_off_value_of_a_feature_the_backend_lacks_is_accepted(name, override
 
 
 def test_every_ignored_setting_is_named_in_one_refusal():
-    cfg = resolve(None, [("backend", "openrlhf"), ("model.device", "cpu"), ("output.credit_groups", "2"),
+    cfg = resolve(None, [("backend", "openrlhf"), ("model.device", "cpu"), ("output.save_merged", "true"),
                          ("backend.local.replay_head", "float32")])
     with pytest.raises(PreflightError) as caught:
         preflight(cfg, environment=False)
     message = str(caught.value)
     assert message.index("model.device=cpu") < message.index("backend.local.replay_head=float32") \
-        < message.index("output.credit_groups=2")  # in field order
+        < message.index("output.save_merged=true")  # in field order
     assert "or use a backend that honours them (local)" in message
 
 
@@ -191,9 +191,10 @@ def test_the_issue_dry_run_exits_2_naming_each_ignored_setting(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "backend 'openrlhf'" in line
-    for setting in ("model.train_dtype=float32", "model.dtype=float32", "output.credit_groups=3"):
+    for setting in ("model.train_dtype=float32", "model.dtype=float32"):
         assert setting in line, line
     assert "verifier_timeout_s" not in line  # honoured: the agent scores under the budget
+    assert "credit_groups" not in line  # honoured: the shared step writes credit.jsonl
     assert not any(tmp_path.iterdir())  # nothing written, nothing loaded
 
 

@@ -80,7 +80,7 @@ class OpenRLHFBackend(Backend):
         "sampling.top_k", "sampling.max_new_tokens", "sampling.max_prompt_tokens", "optim.lr", "optim.betas",
         "optim.weight_decay", "optim.grad_clip", "optim.micro_batch_size", "optim.mini_batches", "optim.clip_low",
         "optim.clip_high", "optim.kl_coef", "optim.entropy_coef", "schedule.steps", "schedule.checkpoint_every",
-        "schedule.log_samples", "schedule.no_signal_steps", "output.save_model", "seed"})
+        "schedule.log_samples", "schedule.no_signal_steps", "output.credit_groups", "output.save_model", "seed"})
 
     def __init__(self, cfg: Any, task: Any | None = None, algorithm: Any | None = None):
         super().__init__(cfg, task, algorithm)

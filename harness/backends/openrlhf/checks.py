@@ -118,7 +118,6 @@ def length_refusal(cfg: Any) -> str | None:
 #: ``honours``: pre-flight names the reason with the refused setting
 NOT_HONOURED = {
     "model.device": "OpenRLHF's actors and vLLM engines go where Ray places them (backend.openrlhf.*)",
-    "output.credit_groups": "the openrlhf backend writes no credit.jsonl",
     "output.save_merged": "the openrlhf backend copies OpenRLHF's saved model or LoRA adapter, unmerged",
     "schedule.stop_without_signal": "it stops the local backend's loop; OpenRLHF's trainer runs its planned steps "
                                     "(the no-signal warning and summary come at the end of the run)",
