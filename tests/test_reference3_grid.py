@@ -1,8 +1,9 @@
 """The third reference comparison's grid (grids/ifollow-smollm2-3.yaml) is the second one's settings:
 every finished reference-2 record of its cells (GDPO, MRTPO and MRTPO-oracle, seeds 0-3, and the base
-row) is the same configuration, so ``--reuse-from results/reference/ifollow-smollm2-2`` makes them the
-adaptive sweep's first round. A record of another configuration is not reused, and the setting that
-differs is named."""
+row) is the same configuration, so ``--reuse-from results/reference/ifollow-smollm2-2`` would make them
+the adaptive sweep's first round. (Reference 3 does not reuse them: the grid's header says why, a
+rerun of one cell at a later commit sampled other responses.) A record of another configuration is
+not reused, and the setting that differs is named."""
 
 from __future__ import annotations
 
