@@ -41,11 +41,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.backends.local import LocalBackend
-from harness.backends.phases import PHASES
 from harness.cli import _split_overrides
 from harness.config import resolve
 from harness.preflight import preflight
 from harness.records import RunRecord
+from harness.step import TIMED_PHASES as PHASES
 
 
 def phase_ops(prof: torch.profiler.profile, top: int) -> dict[str, tuple[float, list[tuple[str, float, float]]]]:

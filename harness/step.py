@@ -24,7 +24,7 @@ ALGO LOGIC phases are the algorithm's part of the step; PLUMBING is what every a
    its weight sync;
 8. PLUMBING ``metrics`` and ``samples``: the metrics row (:func:`step_metrics.step_row`, the
    per-reward diagnostics of :mod:`harness.step_diagnostics` under the task's ``reward_family``,
-   the phase times ``time_<phase>`` of :mod:`harness.backends.phases`) and the sample rows.
+   the phase times ``time_<phase>``, :class:`PhaseTimes`) and the sample rows.
 
 A backend whose framework runs the loop itself (``openrlhf``) calls the same methods from its
 hooks (:meth:`Step.plan`, :meth:`Step.take`, :meth:`Step.score`, :meth:`Step.replay`,
@@ -38,9 +38,11 @@ this object in this order.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,7 +50,6 @@ from typing import Any, Protocol
 import torch
 
 from harness.backends.data_order import examples_at
-from harness.backends.phases import PhaseTimes
 from harness.backends.rollout import batch_tensors, reward_lows
 from harness.backends.step_metrics import UpdateStats, sample_rows, step_row
 from harness.replay_builders import ReplayResult, replay_for
@@ -58,8 +59,32 @@ from mrbench_core.seeds import SAMPLING, stream_seed
 
 #: the environment variable naming the probe file in the record (tests only)
 PROBE_ENV = "MRBENCH_STEP_PROBE"
+#: the timed phases, each written into the step's metrics row as ``time_<phase>`` (``time_step`` is
+#: the whole step); ``update`` includes the advantages and the sampler's weight sync
+TIMED_PHASES = ("generate", "score", "replay", "credit", "update")
 #: every phase a step runs, in order (what the probe records)
-PHASES = ("plan", "sample", "score", "replay", "advantages", "credit", "update", "metrics", "samples")
+STEP_PHASES = ("plan", "sample", "score", "replay", "advantages", "credit", "update", "metrics", "samples")
+
+
+class PhaseTimes:
+    """Seconds spent in each timed phase of one step; ``with phases("replay"):`` times a block (adding
+    to the phase's total) and marks it ``mrbench/<phase>`` for torch.profiler (free when no profiler
+    runs), so that a profile of a run (``bench/profile_step.py``) splits by phase as the metrics do."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.seconds: dict[str, float] = dict.fromkeys(TIMED_PHASES, 0.0)
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        with torch.profiler.record_function(f"mrbench/{name}"):
+            yield
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+    def row(self) -> dict[str, float]:
+        """``time_<phase>`` for every phase and ``time_step`` since the step started."""
+        return {**{f"time_{k}": v for k, v in self.seconds.items()}, "time_step": time.perf_counter() - self.start}
 
 
 # -- ALGO LOGIC: the plan and the advantages ----------------------------------------------------
@@ -179,22 +204,34 @@ class Step:
     # -- the whole step, for a backend that runs the loop itself -------------------------------
     def run(self, engine: Engine, n: int, examples: Sequence[Any]) -> dict[str, Any]:
         """Training step ``n`` on ``engine``, top to bottom; appends its rows; returns the metrics row."""
-        state = self.plan(n)  # ALGO LOGIC: what the algorithm asks of this step
-        with state.phases("generate"):  # PLUMBING: sample G responses per prompt, score them
+        # ALGO LOGIC: what the algorithm asks of this step (needs_replay is asked here, once) -----
+        state = self.plan(n)
+
+        # PLUMBING: sample G responses per prompt with the old policy, score them under the budget
+        with state.phases("generate"):
             self.take(state, self.sample(engine, state, examples))
         with state.phases("score"):
             self.score(state)
-        with state.phases("replay"):  # ALGO LOGIC: the replay, the token advantages, the update
+
+        # ALGO LOGIC: replay what the algorithm asks, then its token advantages --------------------
+        with state.phases("replay"):
             self.replay(engine, state)
         with state.phases("update"):
             self.advantages(state)
-        with state.phases("credit"):  # PLUMBING: credit rows
+
+        # PLUMBING: per-token credit of a few groups (credit.jsonl) ------------------------------
+        with state.phases("credit"):
             self.credit_rows(state)
-        with state.phases("update"):  # ALGO LOGIC: the update (and the sampler's weight sync)
-            self.updated(state, engine.update(state.rollouts, state.result.tokens, state.T, self.algorithm,
-                                              state.rep.teacher_hidden))
+
+        # ALGO LOGIC: the policy update (Eq. 3 + KL + entropy + the algorithm's own loss), then sync
+        with state.phases("update"):
+            upd = engine.update(state.rollouts, state.result.tokens, state.T, self.algorithm,
+                                state.rep.teacher_hidden)
+            self.updated(state, upd)
             engine.sync()
-        return self.finish(state)  # PLUMBING: the metrics row and the samples
+
+        # PLUMBING: the metrics row (the one place it is built) and the samples ---------------------
+        return self.finish(state)
 
     # -- the phases, which hook-driven backends call one by one ---------------------------------
     def plan(self, n: int) -> StepState:

@@ -8,7 +8,7 @@ backend's sampler would have returned it (the chat prompt's ids, the response id
 scores it with the task's verifiers here, then runs the local backend's replay (``replay_for`` with
 a ``ReplayEngine`` on the model that sampled, float32 or ``replay_dtype``), batch builder and advantages
 (``ReplayResult.to_batch``, ``step_advantages``) and update (``PolicyUpdate``: its loss and
-gradient norm), as ``LocalBackend._step`` does.
+gradient norm), as the shared step (``harness.step.Step``) runs them on the local engine.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from openrlhf_cpu_run import (
     why_cannot_run,
 )
 
-from harness.step import PHASES, PROBE_ENV, probe_phases
+from harness.step import PROBE_ENV, STEP_PHASES, probe_phases
 
 SKIP = why_cannot_run()
 pytestmark = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
@@ -196,7 +196,7 @@ def test_the_openrlhf_hooks_run_the_shared_step_and_write_its_credit_log(grpo, m
     from harness.credit import store
 
     # the Step's phases, in the local backend's order (tests/test_shared_step.py), from OpenRLHF's hooks
-    assert probe_phases(mrtpo.out / PROBE_FILE) == [(n, p) for n in range(1, STEPS + 1) for p in PHASES]
+    assert probe_phases(mrtpo.out / PROBE_FILE) == [(n, p) for n in range(1, STEPS + 1) for p in STEP_PHASES]
     for run in (grpo, mrtpo):  # one credit group a step (output.credit_groups 1), through the kill and resume
         assert [(r["step"], r["group"]) for r in store.read_rows(run.out)] == [(1, 0)] * G + [(2, 0)] * G
     rows = mrtpo.run.metrics()  # the per-reward diagnostics read the verifiers' spans through the tokenizer

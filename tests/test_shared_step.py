@@ -10,17 +10,17 @@ from test_plugin_examples import canned_run, env, mrbench  # noqa: F401  (env: a
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import tiny_config, train_run
 
-from harness.step import PHASES, PROBE_ENV, probe_phases
+from harness.step import PROBE_ENV, STEP_PHASES, probe_phases
 
 PROBE_FILE = "step_probe.jsonl"
 
 
 def expected(steps: int) -> list[tuple[int, str]]:
-    return [(n, phase) for n in range(1, steps + 1) for phase in PHASES]
+    return [(n, phase) for n in range(1, steps + 1) for phase in STEP_PHASES]
 
 
 def test_the_phases_are_the_steps_reading_order():
-    assert PHASES == ("plan", "sample", "score", "replay", "advantages", "credit", "update", "metrics", "samples")
+    assert STEP_PHASES == ("plan", "sample", "score", "replay", "advantages", "credit", "update", "metrics", "samples")
 
 
 @pytest.mark.usefixtures("one_torch_thread")

@@ -79,7 +79,7 @@ def update_stats(status: dict[str, Any]) -> UpdateStats:
 
 def step_times(status: dict[str, Any], seconds: dict[str, float]) -> dict[str, float]:
     """The phase times of the step's metrics row, from OpenRLHF's ``timing/*`` status and the Step's
-    own ``seconds`` (:class:`harness.backends.phases.PhaseTimes`): ``time_generate`` is OpenRLHF's
+    own ``seconds`` (:class:`harness.step.PhaseTimes`): ``time_generate`` is OpenRLHF's
     generation (the verifiers run inside it, in the rollout workers; ``time_score`` is their summed
     seconds), ``time_replay`` the replay on the actors, ``time_credit`` the credit rows,
     ``time_update`` the PPO update plus the weight broadcast to vLLM, ``time_step`` OpenRLHF's total."""
