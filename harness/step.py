@@ -26,9 +26,11 @@ ALGO LOGIC phases are the algorithm's part of the step; PLUMBING is what every a
    per-reward diagnostics of :mod:`harness.step_diagnostics` under the task's ``reward_family``,
    the phase times ``time_<phase>``, :class:`PhaseTimes`) and the sample rows.
 
-A backend whose framework runs the loop itself (``openrlhf``) calls the same methods from its
-hooks (:meth:`Step.plan`, :meth:`Step.take`, :meth:`Step.score`, :meth:`Step.replay`,
-:meth:`Step.advantages`, :meth:`Step.credit`, :meth:`Step.updated`, :meth:`Step.finish`), so a
+A backend that drives the steps itself hands this Step and its engine to the run loop, written
+once too (:class:`harness.backends.run_loop.RunLoop`: resume, checkpoints, signals, the no-signal
+watch, the time estimate). A backend whose framework runs the loop itself (``openrlhf``) calls the
+same methods from its hooks (:meth:`Step.plan`, :meth:`Step.take`, :meth:`Step.score`, :meth:`Step.replay`,
+:meth:`Step.advantages`, :meth:`Step.credit_rows`, :meth:`Step.updated`, :meth:`Step.finish`), so a
 feature added here (a diagnostic, a guard, a log) reaches every backend.
 
 ``MRBENCH_STEP_PROBE=<file name>`` (tests) makes every Step append each phase it runs, one JSON

@@ -160,6 +160,13 @@ def test_the_off_value_of_a_feature_the_backend_lacks_is_accepted(name, override
     check_settings(BACKEND_CLASSES[name], resolve(None, [("backend", name), *overrides]))
 
 
+@pytest.mark.parametrize("path,value", [("schedule.checkpoint_every", "2"), ("schedule.no_signal_steps", "3"),
+                                        ("schedule.stop_without_signal", "true")])
+def test_the_plugin_example_honours_what_the_shared_run_loop_gives(path, value):
+    # the plugin's train hands its engine to harness.backends.run_loop.RunLoop, which acts on these
+    assert CannedBackend.ignored(resolve(None, [("backend", "example-canned"), (path, value)])) == []
+
+
 def test_every_ignored_setting_is_named_in_one_refusal():
     cfg = resolve(None, [("backend", "openrlhf"), ("model.device", "cpu"), ("output.save_merged", "true"),
                          ("backend.local.replay_head", "float32")])

@@ -80,7 +80,7 @@ def test_a_sigterm_mid_run_checkpoints_and_resumes_exactly(tmp_path, monkeypatch
     def signalled(self, n, *args, **kwargs):
         row = original(self, n, *args, **kwargs)
         if n == 1:
-            self._stop = "SIGTERM"  # as the handler sets it
+            self.loop.stop = "SIGTERM"  # as the run loop's handler sets it
         return row
 
     monkeypatch.setattr(LocalBackend, "_step", signalled)

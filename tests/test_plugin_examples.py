@@ -128,21 +128,77 @@ except RuntimeError:
 """
 
 
-def test_canned_backend_resumes_a_crashed_run_as_if_uninterrupted(env, tmp_path):
-    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
-    assert mrbench(env, *canned_run(whole), cwd=tmp_path).returncode == 0
+def comparable(path: Path) -> list[dict]:
+    return [{k: v for k, v in m.items() if not k.startswith("time_")} for m in rows(path / "metrics.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def whole(env, tmp_path_factory) -> Path:
+    """An uninterrupted four-step run of the canned backend."""
+    out = tmp_path_factory.mktemp("whole") / "run"
+    res = mrbench(env, *canned_run(out), cwd=out.parent)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_canned_backend_resumes_a_crashed_run_as_if_uninterrupted(env, tmp_path, whole):
+    resumed = tmp_path / "resumed"
     crash = subprocess.run([sys.executable, "-c", RESUME_SCRIPT, *canned_run(resumed)], env=env, cwd=tmp_path,
                            capture_output=True, text=True, timeout=180)
     assert "crashed" in crash.stdout, crash.stderr
     assert json.loads((resumed / "provenance.json").read_text())["status"] == "failed"
     assert [m["step"] for m in rows(resumed / "metrics.jsonl")] == [1, 2]
     assert mrbench(env, *canned_run(resumed), cwd=tmp_path).returncode == 0
-
-    def comparable(path: Path) -> list[dict]:
-        return [{k: v for k, v in m.items() if not k.startswith("time_")} for m in rows(path / "metrics.jsonl")]
-
     assert comparable(resumed) == comparable(whole)
     assert json.loads((resumed / "provenance.json").read_text())["status"] == "finished"
+
+
+# SIGTERM arrives during the second step (the shared run loop's handler notes it; the step finishes)
+SIGTERM_SCRIPT = """
+import os, signal, sys
+from harness import cli
+from harness.step import Step
+
+run = Step.run
+def sigterm_in_second_step(self, engine, n, examples):
+    if n == 1:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return run(self, engine, n, examples)
+Step.run = sigterm_in_second_step
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_canned_backend_checkpoints_on_sigterm_through_the_shared_loop_and_resumes(env, tmp_path, whole):
+    from harness.cli import INTERRUPTED_EXIT
+
+    out = tmp_path / "stopped"
+    stopped = subprocess.run([sys.executable, "-c", SIGTERM_SCRIPT, *canned_run(out)], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=180, check=False)
+    assert stopped.returncode == INTERRUPTED_EXIT, stopped.stderr
+    assert "SIGTERM: checkpoint written after step 2; rerun the same command to resume" in stopped.stderr
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["status"] == "interrupted" and prov["interruption"].startswith("SIGTERM")
+    state = json.loads((out / "checkpoint" / "canned.json").read_text())  # the engine's save, by the loop
+    assert state["step"] == 2 and state["position"] == 4  # two steps of two prompts (sampling.prompts_per_step)
+    assert [m["step"] for m in rows(out / "metrics.jsonl")] == [1, 2]
+    assert mrbench(env, *canned_run(out), cwd=tmp_path).returncode == 0
+    assert comparable(out) == comparable(whole)
+
+
+def test_canned_backend_stops_without_signal_through_the_shared_loop(env, tmp_path):
+    out = tmp_path / "flat"
+    args = canned_run(out, steps=6)
+    args[-1] = json.dumps(["apple"])  # one candidate: every group's rewards are equal, every step
+    res = mrbench(env, *args, "--schedule.no_signal_steps", "3", "--schedule.stop_without_signal", "true",
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "no learning signal" in res.stderr and "for 3 consecutive steps (steps 1-3)" in res.stderr
+    assert [m["step"] for m in rows(out / "metrics.jsonl")] == [1, 2, 3]
+    assert all(m["frac_groups_no_signal"] == 1.0 for m in rows(out / "metrics.jsonl"))
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["status"] == "finished"
+    assert prov["summary"]["stopped_without_signal"] == 3 and prov["summary"]["steps_without_signal"] == 3
 
 
 def test_preflight_refuses_a_replay_the_canned_backend_cannot_run(env, tmp_path):

@@ -34,7 +34,7 @@ _step = LocalBackend._step
 def waiting_step(self, n, *a, **k):
     if n >= 1 and os.environ.get("%s"):
         end = time.monotonic() + 600
-        while not self._stop and time.monotonic() < end:
+        while not self.loop.stop and time.monotonic() < end:
             time.sleep(0.02)
     return _step(self, n, *a, **k)
 LocalBackend._step = waiting_step

@@ -4,9 +4,11 @@ A backend trains one cell (task x algorithm x model x seed) and generates with t
 does not write the training step: the step is mrbench's, written once (:class:`harness.step.Step`:
 plan, sample, score under the verifier budget, replay, advantages, credit rows, update, metrics
 row and samples). A backend writes an **engine** (:class:`harness.step.Engine`): ``sample``, the
-replay's forward passes (``replay``), ``update``, the weight ``sync``, ``save`` and ``load``; its
-loop runs ``Step.run(engine, n, examples)`` per step, or, where a framework owns the loop
-(openrlhf), its hooks call the Step's phases one by one.
+replay's forward passes (``replay``), ``update``, the weight ``sync``, ``save`` and ``load``. The
+loop around the steps is mrbench's too (:class:`harness.backends.run_loop.RunLoop`: resume,
+checkpoints, signals, the no-signal watch, the time estimate, the progress bar): a backend hands
+it the Step and its engine. Where a framework owns the loop (openrlhf), its hooks call the Step's
+phases one by one, and the backend does what the loop would.
 
 What it receives, in its constructor (``Backend(cfg, task, algorithm)``):
 
@@ -47,8 +49,10 @@ the backend fit together, using what the backend declares here:
 3. checkpoint under ``record.checkpoint_dir`` (the engine's ``save``, with the step's data
    position ``Step.position``) so that rerunning the same command resumes (``load``) and
    reproduces an uninterrupted run; on SIGTERM/SIGINT checkpoint and raise
-   :class:`KeyboardInterrupt`;
+   :class:`KeyboardInterrupt` (:class:`~harness.backends.run_loop.TrainingInterrupted`);
 4. return the run summary (a flat dict; :func:`harness.backends.step_metrics.run_summary`).
+
+``RunLoop(step, engine, record, started).run(examples)`` does 2 and 3, and its ``summary()`` is 4.
 
 It must not write ``eval.json`` or mark the record finished or failed: the runner does.
 

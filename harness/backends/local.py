@@ -7,23 +7,24 @@ plumbing), and the engine is :class:`harness.backends.local_engine.LocalEngine` 
 models: sampling, the replay's forward passes, the update, the weight sync, checkpoints), on which
 this backend is built.
 
-Around the loop it loads the policy and the data (prompts longer than
-``sampling.max_prompt_tokens`` dropped), opens the record, resumes from a checkpoint (the data
-position, the weights, the optimiser and the RNG), checkpoints every ``checkpoint_every`` steps
-and on SIGTERM/SIGINT (then raising :class:`TrainingInterrupted`), stops early without signal
-(:mod:`harness.no_signal`) and, with ``output.save_model``, writes the final policy to
-``<record>/model/`` in Hugging Face format (:mod:`harness.backends.export`).
+The loop is the shared one (:class:`harness.backends.run_loop.RunLoop`): it resumes from the
+engine's checkpoint (the data position, the weights, the optimiser and the RNG), checkpoints every
+``checkpoint_every`` steps and on SIGTERM/SIGINT (then raising :class:`TrainingInterrupted`),
+stops early without signal (:mod:`harness.no_signal`), says the time left and shows the progress.
+Around it this backend loads the policy and the data (prompts longer than
+``sampling.max_prompt_tokens`` dropped), opens the record, builds the Step with its credit log and
+relevance guard, starts vLLM from the resumed weights and, with ``output.save_model``, writes the
+final policy to ``<record>/model/`` in Hugging Face format (:mod:`harness.backends.export`).
 """
 
 from __future__ import annotations
 
-import signal
 import time
 from typing import Any
 
 import torch
 
-from harness.backends import BACKENDS, stop_signal
+from harness.backends import BACKENDS
 from harness.backends.base import Backend
 from harness.backends.export import save_model
 from harness.backends.local_engine import (  # noqa: F401  (replay_head_float32 & co: imported from here)
@@ -34,23 +35,17 @@ from harness.backends.local_engine import (  # noqa: F401  (replay_head_float32 
 )
 from harness.backends.relevance_guard import RelevanceGuard
 from harness.backends.rollout import fit_prompts, greedy_texts
-from harness.backends.step_metrics import run_summary
+from harness.backends.run_loop import RunLoop, TrainingInterrupted  # noqa: F401  (imported from here)
 from harness.backends.vllm_rollout import vllm_refusal, vllm_unavailable
 from harness.config import RunConfig
 from harness.credit.trainlog import CreditLog
 from harness.models import chat_prompt_ids, generation_bytes
-from harness.no_signal import SignalWatch
 from harness.replay import unwrap
-from harness.run_estimate import RunClock
 from harness.step import Step
 from harness.system import native_bf16
 from mrbench_core.replay_kinds import ReplayRequest
 from mrbench_core.text_check import check_examples
 from tasks.data_source import load_examples
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Raised after a checkpoint was written in response to SIGTERM/SIGINT; rerun to resume."""
 
 
 @BACKENDS.register("local")
@@ -75,9 +70,9 @@ class LocalBackend(LocalEngine, Backend):
     def __init__(self, cfg: RunConfig, task: Any | None = None, algorithm: Any | None = None):
         Backend.__init__(self, cfg, task, algorithm)
         self._task = task
-        self._stop: str | None = None
         self._guard: RelevanceGuard | None = None
         self.step: Step | None = None  # the run's training step, built once the record is open
+        self.loop: RunLoop | None = None  # the run loop around it (harness.backends.run_loop)
         self._init_engine(cfg)
 
     @property
@@ -176,55 +171,21 @@ class LocalBackend(LocalEngine, Backend):
         self._guard.at_start(examples, cfg.schedule.steps)
         credit = CreditLog(cfg.output.credit_groups, record.path, self.tokenizer, task)
         self.step = Step(cfg, task, algo, record, self.tokenizer, credit=credit, guard=self._guard)
-        start, self.step.position = self.load(record) or (0, 0)
-        self._start_vllm(record, examples)
-        record.truncate_metrics(start)
-        watch = SignalWatch(cfg.schedule.no_signal_steps, cfg.schedule.stop_without_signal)
-        watch.resume(record.metrics())
-        credit.resume(start)
+        self.loop = RunLoop(self.step, self, record, started=t_run)
+        self.loop.resume()
+        self._start_vllm(record, examples)  # after the resume: it starts from the current weights
         self._start_replay()
-        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        rows: list[dict[str, Any]] = []
         try:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=cfg.schedule.steps, initial=start, desc=f"{cfg.algo.name} on {cfg.task.name}",
-                       unit="step", dynamic_ncols=True)
-            clock = RunClock(cfg.schedule.steps, algo, start=start, say=bar.write, started=t_run)  # measured
-            for n in range(start, cfg.schedule.steps):
-                row = self._step(n, examples, record)
-                rows.append(row)
-                clock.after_step(rows)
-                bar.update(1)
-                bar.set_postfix(reward=f"{row['reward_mean']:.3f}", replay=f"{row['replay_share']:.2f}",
-                                s=f"{row['time_step']:.0f}")
-                every = cfg.schedule.checkpoint_every
-                stop_now = watch.after_step(row)
-                if (every and (n + 1) % every == 0) or self._stop or n + 1 == cfg.schedule.steps or stop_now:
-                    self._save(record, n + 1)
-                if stop_now:
-                    break
-                if self._stop:
-                    raise TrainingInterrupted(f"{self._stop}: checkpoint written after step {n + 1}; "
-                                              f"rerun the same command to resume")
-            bar.close()
+            self.loop.run(examples, lambda n: self._step(n, examples, record))
         finally:
-            for s, h in old_handlers.items():
-                signal.signal(s, h)
             self._close_vllm()  # the engine's memory goes back before evaluation
         self.rollout_model.eval()
         if cfg.output.save_model:  # the trained policy to take away: <record>/model/
             record.update_provenance(model=save_model(self._export_source(), self.tokenizer, record.path,
                                                       eos=list(self.eos),
                                                       merged=cfg.output.save_merged))
-        return {**run_summary(record.metrics(), time.time() - t_run), **clock.summary(), **self._guard.summary(),
-                **watch.summary(), "rollout": self.rollout_info(), "update": self.update_info()}
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self._stop = stop_signal.stop_reason(self._stop, signum)  # one signal, handled once
-
-    def _save(self, record: Any, step: int) -> None:
-        self.save(record, step, self.step.position)
+        return {**self.loop.summary(), **self._guard.summary(), "rollout": self.rollout_info(),
+                "update": self.update_info()}
 
     def _step(self, n: int, examples: list[Any], record: Any) -> dict[str, Any]:
         """Training step ``n`` (0-based): the shared step on this engine (:meth:`harness.step.Step.run`)."""

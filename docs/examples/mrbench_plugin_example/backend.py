@@ -11,8 +11,11 @@ rows); this backend supplies the engine operations the step asks for:
 - ``sync``: nothing (the sampler is the policy);
 - ``save`` / ``load``: the logits, the step counter and the data position, in ``canned.json``.
 
-Its loop checkpoints every ``checkpoint_every`` steps and at the end, and on SIGTERM/SIGINT
-checkpoints and raises ``KeyboardInterrupt``. ``generate`` returns the most likely candidate.
+Its ``train`` loads the data, opens the record and hands the step to mrbench's run loop
+(:class:`harness.backends.run_loop.RunLoop`), which resumes from ``load``, checkpoints with
+``save`` every ``checkpoint_every`` steps and at the end, on SIGTERM/SIGINT checkpoints and raises
+``TrainingInterrupted``, and warns (or, with ``schedule.stop_without_signal``, stops) when no
+reward varies in any group. ``generate`` returns the most likely candidate.
 
 Options, under ``backend.options.example-canned``: ``responses`` (the candidates) and ``lr``.
 It runs no replay, so only algorithms whose replay kind is ``none`` fit (pre-flight refuses
@@ -23,7 +26,6 @@ from __future__ import annotations
 
 import json
 import random
-import signal
 import time
 from typing import Any
 
@@ -31,7 +33,8 @@ import torch
 
 from harness.backends.base import Backend
 from harness.backends.rollout import Rollout
-from harness.backends.step_metrics import UpdateStats, run_summary
+from harness.backends.run_loop import RunLoop
+from harness.backends.step_metrics import UpdateStats
 from harness.step import Step
 from mrbench_core.jsonio import atomic_write_json
 from mrbench_core.replay_kinds import ReplayRequest
@@ -49,7 +52,8 @@ class CannedBackend(Backend):
     supported_replays = frozenset({ReplayRequest.NONE})
     honours = frozenset({"task.data_dir", "task.split", "task.limit", "task.verifier_timeout_s",
                          "sampling.prompts_per_step", "sampling.group_size", "schedule.steps",
-                         "schedule.checkpoint_every", "schedule.log_samples", "seed",
+                         "schedule.checkpoint_every", "schedule.log_samples", "schedule.no_signal_steps",
+                         "schedule.stop_without_signal", "seed",
                          "backend.options.example-canned"})  # pre-flight refuses any other setting given
 
     def __init__(self, cfg: Any, task: Any | None = None, algorithm: Any | None = None):
@@ -63,36 +67,22 @@ class CannedBackend(Backend):
         if not self.responses:
             raise ValueError(f"backend.options.{self.name}.responses: give at least one response")
         self.logits = torch.zeros(len(self.responses))
-        self._stop: str | None = None
 
     def generate(self, messages_list: list[list[dict[str, str]]], max_new_tokens: int) -> list[str]:
         best = self.responses[int(self.logits.argmax())]
         return [" ".join(best.split()[:max_new_tokens]) for _ in messages_list]
 
-    # -- training: mrbench's step on this engine ---------------------------------------------------
+    # -- training: mrbench's step and run loop on this engine --------------------------------------
     def train(self, record: Any) -> dict[str, Any]:
-        cfg, t_run = self.cfg, time.time()
+        cfg, started = self.cfg, time.time()
         examples = load_examples(self.task, cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
         if not examples:
             raise ValueError(f"task {cfg.task.name!r} loaded no {cfg.task.split!r} examples")
         record.start(seed=cfg.seed, task_version=str(self.task.version), data_hash=self.task.data_hash(examples),
                      extra={"backend": self.name, "candidates": len(self.responses)})
-        step = Step(cfg, self.task, self.algorithm, record)
-        start, step.position = self.load(record) or (0, 0)
-        record.truncate_metrics(start)
-        handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            for n in range(start, cfg.schedule.steps):
-                step.run(self, n, examples)
-                every = cfg.schedule.checkpoint_every
-                if (every and (n + 1) % every == 0) or self._stop or n + 1 == cfg.schedule.steps:
-                    self.save(record, n + 1, step.position)
-                if self._stop:
-                    raise KeyboardInterrupt(f"{self._stop}: checkpoint written after step {n + 1}; rerun to resume")
-        finally:
-            for s, handler in handlers.items():
-                signal.signal(s, handler)
-        return run_summary(record.metrics(), time.time() - t_run)
+        loop = RunLoop(Step(cfg, self.task, self.algorithm, record), self, record, started)
+        loop.run(examples)  # resume (load), then step after step on this engine, checkpointing (save)
+        return loop.summary()
 
     # -- engine operations (harness.step.Engine) -----------------------------------------------------
     def sample(self, examples: list[Any], plan: Any, seed: int) -> list[Rollout]:
@@ -135,6 +125,3 @@ class CannedBackend(Backend):
         state = json.loads(path.read_text())
         self.logits = torch.tensor(state["logits"])
         return int(state["step"]), int(state["position"])
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self._stop = signal.Signals(signum).name

@@ -172,7 +172,7 @@ class OpenRLHFBackend(Backend):
         outcome = run_process(command, {**os.environ, **self._environment(paths)}, paths)
         done = len(record.metrics())
         if outcome.signal is not None:
-            from harness.backends.local import TrainingInterrupted
+            from harness.backends.run_loop import TrainingInterrupted
 
             where = (f"checkpoint written after step {outcome.stopped_after}" if outcome.stopped_after is not None
                      else f"OpenRLHF ended before a checkpoint (exit code {outcome.returncode}); the last periodic "
