@@ -24,6 +24,7 @@ import atexit
 import os
 import pickle
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -83,9 +84,14 @@ class _Worker:
     def __init__(self, target_bytes: bytes):
         down_r, self._down = os.pipe()  # parent -> child
         self._up, up_w = os.pipe()  # child -> parent
-        try:
+        try:  # its own process group: a kill also ends what the work started (text2sql's SQL worker)
             self.proc = subprocess.Popen([sys.executable, "-m", __name__, str(down_r), str(up_w)],
-                                         pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL)
+                                         pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        except BaseException:
+            os.close(self._down)
+            os.close(self._up)
+            raise
         finally:
             os.close(down_r)
             os.close(up_w)
@@ -128,7 +134,10 @@ class _Worker:
                 pass
         self._down = self._up = -1
         if self.proc.poll() is None:
-            self.proc.kill()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and any process it started
+            except OSError:
+                self.proc.kill()
         self.proc.wait()
 
     def close(self) -> None:
@@ -256,11 +265,18 @@ def _close_all() -> None:
 
 
 def _serve(down: int, up: int) -> None:
-    """The child's loop: the target, then one call at a time until the parent closes the pipe."""
+    """The child's loop: the target (warmed up: its ``warm_up()``, when it has one, loads what a
+    first call would load lazily, so that no call's budget pays for it), then one call at a time
+    until the parent closes the pipe. Ctrl-C reaches the whole terminal's process group: the
+    parent decides, the worker ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         _, init = _read(down)
         sys.path[:] = init["path"]
         target = pickle.loads(init["target"])
+        warm_up = getattr(target, "warm_up", None)
+        if callable(warm_up):
+            warm_up()
     except EOFError:
         return
     except Exception as exc:  # noqa: BLE001  (reported to the parent, which raises it)

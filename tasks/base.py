@@ -204,6 +204,12 @@ class Task(ABC):
     def score(self, example: Example, response: str) -> list[Verdict]:
         """One verdict per reward of ``example.reward_names``, in order. Never raises on ``response``."""
 
+    def warm_up(self) -> None:
+        """Load what the verifiers load lazily at their first call (tokenizers, language profiles),
+        so that no response's time budget pays for it: a scoring worker process
+        (:mod:`mrbench_core.budget_worker`) calls it once at its start. A task must also pickle (the
+        worker gets a copy). Nothing by default."""
+
     def score_within(self, example: Example, response: str,
                      seconds: float | None = DEFAULT_VERIFIER_TIMEOUT_S) -> list[Verdict]:
         """:meth:`score` within ``seconds`` of wall-clock time (None or 0: no limit); past it, every

@@ -185,6 +185,26 @@ def test_openrlhf_refuses_the_dtypes_openrlhf_cannot_run_and_honours_bfloat16():
     refused = backend.ignored(resolve(None, [("model.train_dtype", "float32"), ("model.dtype", "float16")]))
     assert [e.split("=", 1)[0] for e in refused] == ["model.train_dtype", "model.dtype"]
     assert "bf16 or fp16 only" in refused[0] and "sample in bfloat16" in refused[1]
+    # the aliases --help lists mean the same dtypes: bf16 is bfloat16, fp32 float32
+    assert backend.ignored(resolve(None, [("model.train_dtype", "bfloat16"), ("model.dtype", "bf16")])) == []
+    assert [e.split(" ", 1)[0] for e in backend.ignored(resolve(None, [("model.dtype", "fp32")]))] == \
+        ["model.dtype=fp32"]
+
+
+def test_openrlhf_refuses_a_task_that_does_not_pickle_while_the_budget_needs_a_copy(monkeypatch):
+    from harness.backends.openrlhf import checks
+
+    class Unpicklable:
+        check = staticmethod(lambda: None)
+        hook = lambda self: None  # noqa: E731  (a lambda attribute: what pickling refuses)
+
+    monkeypatch.setattr("tasks.registry.make_task", lambda name, **options: Unpicklable())
+    cfg = resolve(None, [("task.verifier_timeout_s", 1.0)])
+    why = checks.unpicklable_task(cfg)
+    assert why and "does not pickle" in why and "--task.verifier_timeout_s 0" in why
+    assert checks.unpicklable_task(resolve(None, [("task.verifier_timeout_s", 0.0)])) is None
+    monkeypatch.undo()
+    assert checks.unpicklable_task(cfg) is None  # the built-in task pickles
 
 
 DRY_RUN = ["run", "--backend", "openrlhf", "--model.train_dtype", "float32", "--model.dtype", "float32",

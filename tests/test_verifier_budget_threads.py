@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -16,7 +20,7 @@ from test_verifier_linear_time import EXAMPLE, StallingTask
 
 from mrbench_core.budget_worker import WorkerPool, pool_for
 from mrbench_core.time_budget import TimeBudgetExceeded
-from tasks.base import TIMEOUT_REASON
+from tasks.base import TIMEOUT_REASON, Verdict
 from tasks.data_source import load_examples
 from tasks.registry import make_task
 
@@ -149,3 +153,55 @@ def test_the_openrlhf_label_carries_the_budget_to_the_agent():
     label = Label("toy", {}, EXAMPLE, [2], 12, verifier_timeout_s=1.5)
     assert decode_label(encode_label(label)).verifier_timeout_s == 1.5
     assert decode_label(encode_label(Label("toy", {}, EXAMPLE, [2], 12))).verifier_timeout_s is None
+
+
+class WarmingTask(StallingTask):
+    """Scores 1.0 only once its ``warm_up`` ran: in a worker, warm-up comes before any call."""
+
+    warmed = False
+
+    def warm_up(self):
+        self.warmed = True
+
+    def score(self, example, response):
+        return [Verdict(reward=n, value=1.0 if self.warmed else 0.0, reason="ok") for n in example.reward_names]
+
+
+def test_a_worker_warms_its_task_up_before_the_first_budgeted_call():
+    task = WarmingTask()
+    assert [v.value for v in task.score_within(EXAMPLE, "x", 5)] == [0.0, 0.0]  # main thread: no worker
+    assert [v.value for v in in_thread(task.score_within, EXAMPLE, "x", 5)] == [1.0, 1.0]
+    pool_for(task).close()
+
+
+def test_ifollow_warms_up_the_tokenizers_and_language_profiles_its_checks_load():
+    task = make_task("ifollow")
+    task.warm_up()
+    from tasks.ifollow import textutil
+
+    assert textutil._sentence_tokenizer.cache_info().currsize == 1
+    assert textutil._treebank.cache_info().currsize == 1
+
+
+class SpawningTask(StallingTask):
+    """Its verifier starts a process of its own (as text2sql's SQL worker does), then stalls."""
+
+    def __init__(self, pid_file):
+        self.pid_file = str(pid_file)
+
+    def score(self, example, response):
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        Path(self.pid_file).write_text(str(child.pid))
+        return super().score(example, "stall")
+
+
+def test_a_worker_killed_past_the_budget_takes_the_processes_it_started_with_it(tmp_path):
+    task = SpawningTask(tmp_path / "pid")
+    verdicts = in_thread(task.score_within, EXAMPLE, "x", 1.0)
+    assert [v.reason for v in verdicts] == [TIMEOUT_REASON] * 2
+    pid = int((tmp_path / "pid").read_text())
+    deadline = time.monotonic() + 60  # killed with its group: wait for the kernel to say it is gone
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, f"the verifier's own process {pid} outlived its killed worker"
+        time.sleep(0.05)
+    pool_for(task).close()

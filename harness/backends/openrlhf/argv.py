@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.backends.openrlhf.cell import AGENT_FILE, CELL_ENV, REPO_ROOT, CellPaths
+from harness.config import DTYPE_NAMES
 
 ENTRYPOINT = "harness.backends.openrlhf.main"
 #: the estimator named on the command line; mrbench's experience maker replaces its computation
@@ -103,14 +104,15 @@ def auto_bf16(cfg: Any) -> tuple[bool, str]:
 def precision(cfg: Any) -> Precision:
     """``model.train_dtype`` and ``model.dtype`` resolved for OpenRLHF (see :class:`Precision`)."""
     m = cfg.model
+    dtype = DTYPE_NAMES.get(m.dtype, m.dtype)  # bf16 -> bfloat16, ...: one name per dtype
     why = ""
-    if "auto" in (m.train_dtype, m.dtype):
+    if "auto" in (m.train_dtype, dtype):
         bf16, why = auto_bf16(cfg)
     else:
         bf16 = True
     resolved = "bfloat16" if bf16 else "float32"
     return Precision(resolved if m.train_dtype == "auto" else m.train_dtype,
-                     resolved if m.dtype == "auto" else m.dtype, why or "not used (no setting is auto)")
+                     resolved if dtype == "auto" else dtype, why or "not used (no setting is auto)")
 
 
 def train_batch_size(cfg: Any) -> int:

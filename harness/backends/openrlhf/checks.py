@@ -206,6 +206,25 @@ def refusal(cfg: Any, algorithm: Any) -> str | None:
         return (f"backend.openrlhf.extra_args sets {', '.join(update)}, which changes OpenRLHF's policy loss; "
                 f"the policy actors run mrbench's objective (harness.backends.loss.PolicyObjective), the local "
                 f"backend's, so that both backends make the same update")
+    return unpicklable_task(cfg)
+
+
+def unpicklable_task(cfg: Any) -> str | None:
+    """The agent scores in vLLM's worker threads, where the verifier budget holds only by scoring
+    on a copy of the task in a worker process (:meth:`tasks.base.Task.score_within`): a task that
+    does not pickle would fail there, at the first response, so it is refused here."""
+    if not cfg.task.verifier_timeout_s:
+        return None
+    import pickle
+
+    from tasks.registry import make_task
+
+    try:
+        pickle.dumps(make_task(cfg.task.name, **cfg.task.options))
+    except Exception as exc:  # noqa: BLE001  (whatever pickling raises, said in one line)
+        return (f"task {cfg.task.name!r} does not pickle ({type(exc).__name__}: {exc}), and on openrlhf the "
+                f"verifier time budget scores on a copy of the task in a worker process; make it picklable "
+                f"or set --task.verifier_timeout_s 0 (no budget)")
     return None
 
 
