@@ -29,6 +29,14 @@ class LocalStep:
     loss: float
     grad_norm: float
     T: int
+    grad_norm_bf16: float = float("nan")  # the same update's, with bf16 parameters and compute
+
+    def grad_norm_tolerance(self, floor: float = 0.02) -> float:
+        """How far a bf16 forward and backward (DeepSpeed's bf16 actors) may move the gradient norm
+        from the float32 one, relative: three times what bf16 moves it here on the same rollouts,
+        and at least ``floor`` (the rollouts vLLM samples differ from run to run, and with them how
+        much bf16 rounding moves the norm)."""
+        return max(floor, 3 * abs(self.grad_norm_bf16 - self.grad_norm) / self.grad_norm)
 
 
 def load_dump(path: Path) -> dict[str, Any]:
@@ -93,9 +101,13 @@ def local_step(cfg: Any, task: Any, model_dir: Path, dump: dict[str, Any], algo_
     batch = rep.to_batch(rewards, group_ids, mask, step, reward_lows(rollouts, task, rewards.shape[1]),
                          reward_names=column_names(rollouts), total_steps=cfg.schedule.steps)
     result = step_advantages(algo, batch)
+    bf16 = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)  # before the update moves it
     update = PolicyUpdate(model, cfg.optim, cfg.sampling.temperature, pad, torch.device("cpu"))
     stats = update(rollouts, result.tokens, T, algo)
-    return LocalStep(rollouts, rep.relevance, result.tokens, stats.loss, stats.grad_norm, T)
+    in_bf16 = PolicyUpdate(bf16, cfg.optim, cfg.sampling.temperature, pad, torch.device("cpu"),
+                           compute_dtype=torch.bfloat16)(rollouts, result.tokens, T, algo)
+    return LocalStep(rollouts, rep.relevance, result.tokens, stats.loss, stats.grad_norm, T,
+                     grad_norm_bf16=in_bf16.grad_norm)
 
 
 def recorded_advantages(dump: dict[str, Any], B: int, T: int) -> torch.Tensor:

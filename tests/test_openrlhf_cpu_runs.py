@@ -268,8 +268,10 @@ def test_two_data_parallel_actors_give_a_single_actors_advantages_relevance_and_
     assert torch.allclose(adv, local.adv, atol=1e-3), (adv - local.adv).abs().max()
     row = mrtpo.run.metrics()[0]  # on-policy first step: the ratio is 1, the loss is the advantages' mean
     assert row["loss"] == pytest.approx(local.loss, rel=1e-4, abs=1e-5)
-    # the gradient of the whole batch's loss: DeepSpeed's bf16 forward against the local float32 one
-    assert row["grad_norm"] == pytest.approx(local.grad_norm, rel=0.02)
+    # the gradient of the whole batch's loss: DeepSpeed's bf16 forward against the local float32 one,
+    # within what bf16 moves it on these rollouts (CI saw 2.2% once, 16.30 against 16.68)
+    assert row["grad_norm"] == pytest.approx(local.grad_norm, rel=local.grad_norm_tolerance()), \
+        (row["grad_norm"], local.grad_norm, local.grad_norm_bf16)
 
 
 # -- 3. cross-backend agreement --------------------------------------------------------------------------
@@ -327,7 +329,8 @@ def test_the_trained_steps_advantages_and_loss_are_the_local_backends(grpo, mrtp
         assert torch.allclose(adv, local.adv, atol=1e-3), (algo, (adv - local.adv).abs().max())
         row = (run.run.metrics())[0]
         assert row["loss"] == pytest.approx(local.loss, rel=1e-4, abs=1e-5), algo
-        assert row["grad_norm"] == pytest.approx(local.grad_norm, rel=0.02), algo
+        assert row["grad_norm"] == pytest.approx(local.grad_norm, rel=local.grad_norm_tolerance()), \
+            (algo, row["grad_norm"], local.grad_norm, local.grad_norm_bf16)
 
 
 # -- 2. an engine that cannot start ----------------------------------------------------------------------
