@@ -36,6 +36,13 @@ feature added here (a diagnostic, a guard, a log) reaches every backend.
 ``MRBENCH_STEP_PROBE=<file name>`` (tests) makes every Step append each phase it runs, one JSON
 line ``{"step", "phase"}``, to that file in the run's record: the proof that every backend runs
 this object in this order.
+
+Reading one MRTPO step of the local backend takes four files: this one (the order), the engine
+(:mod:`harness.backends.local_engine`: sampling, the replay's forward passes, the update), the
+algorithm (:mod:`algorithms.mrtpo`: the relevance weights and token advantages) and the loss
+(:mod:`harness.backends.loss`: Eq. 3, KL, entropy). One level deeper are the leave-one-out
+contexts (:mod:`harness.replay_builders`), the update's mini- and micro-batches
+(:mod:`harness.backends.update`) and MRTPO's GDPO aggregate (:mod:`algorithms.gdpo`).
 """
 
 from __future__ import annotations
