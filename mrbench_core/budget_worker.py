@@ -126,33 +126,34 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def kill(self) -> None:
+    def _close_pipes(self) -> None:
         for fd in (self._down, self._up):
             try:
                 os.close(fd)
             except OSError:
                 pass
         self._down = self._up = -1
+
+    def _kill_group(self) -> None:
+        """SIGKILL to the worker and any process it started (its own process group), then reap it."""
         if self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and any process it started
+                os.killpg(self.proc.pid, signal.SIGKILL)
             except OSError:
                 self.proc.kill()
         self.proc.wait()
 
+    def kill(self) -> None:
+        self._close_pipes()
+        self._kill_group()
+
     def close(self) -> None:
-        """Close its pipes: the child reads EOF and exits; killed if it has not within 5 s."""
-        for fd in (self._down, self._up):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._down = self._up = -1
+        """Close its pipes: the child reads EOF and exits; killed (with its group) if it has not within 5 s."""
+        self._close_pipes()
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            self._kill_group()
 
 
 class WorkerPool:
