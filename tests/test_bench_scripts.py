@@ -1,0 +1,42 @@
+"""The benchmark scripts bench/README.md quotes for the replay's cost and the step's split
+(replay_overhead.py, profile_step.py) keep running on the tiny model: they reach into the local
+backend's engine, and a change there would otherwise break them silently until someone measures.
+What they print is checked for its form and for the invariants that hold at any size, not for speed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args: str) -> list[str]:
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.strip().splitlines()
+
+
+def test_replay_overhead_runs_and_replays_the_share_it_was_given():
+    lines = _run("bench/replay_overhead.py", "--model", "tiny-random", "--prompts", "2", "--group", "4",
+                 "--max-new-tokens", "8", "--shares", "0.25", "0.5", "--repeats", "1", "--threads", "1")
+    shares = [float(m.group(1)) for line in lines if (m := re.match(r"share ([\d.]+)%, pooled", line))]
+    assert shares == [25.0, 50.0]
+    naive = next(line for line in lines if line.startswith("prefix-shared batched replay"))
+    shared, full = map(int, re.search(r"tokens through the model: (\d+) vs (\d+)", naive).groups())
+    assert 0 < shared < full  # prefix sharing runs fewer tokens than full contexts one at a time
+    assert lines[-1].startswith("ratio ") and float(lines[-1].split()[1]) >= 1.0  # MRTPO adds work
+
+
+def test_profile_step_splits_the_training_seconds_by_phase():
+    lines = _run("bench/profile_step.py", "--model.name", "tiny-random", "--schedule.steps", "2",
+                 "--sampling.max_new_tokens", "8", "--backend.local.threads", "1")
+    phases = {m.group(1): float(m.group(3)) for line in lines
+              if (m := re.match(r"\s+(generation|generate|score|scoring|replay|credit|update|rest)\s+"
+                                r"([\d.]+) s\s+([\d.]+)%", line))}
+    assert {"replay", "update", "credit", "rest"} <= set(phases), lines
+    assert abs(sum(phases.values()) - 100.0) < 1.0  # the phases' shares of the steps add up
+    assert lines[-1].startswith("train_seconds ") and float(lines[-1].split()[1]) > 0
