@@ -34,6 +34,13 @@ adds the time its sampler spent keeping the sampling pass (timed inside the samp
 presence costs outside their bodies, e.g. a few microseconds per hooked module call, is not
 charged, and the rest of the measured difference is printed so that a real cost would show). The pooled ratio is
 the headline: the last line is ``ratio <value>`` at the first share (20% by default).
+
+The exact replay's floor. For each share the replay is run once more, untimed, under
+``torch.utils.flop_counter.FlopCounterMode``, which counts the FLOPs of its matrix products (the decoder's
+linear layers and attention, and the LM head). The fastest bf16 matrix-product rate this process
+reaches at the model's own shapes (:func:`gemm_rate`: each decoder projection and the head, at the
+replay's thread count) gives the seconds those products take at the very least; an exact replay
+cannot cost less, whatever else is made faster. The script prints them beside the measured replay.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ import time
 from pathlib import Path
 
 import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -119,6 +128,33 @@ def timed_update(backend: LocalBackend, state, opt_state, rollouts, adv, T, algo
     backend.update(rollouts, adv, T, algo)
     backend._sync_rollout()
     return time.perf_counter() - t0
+
+
+def gemm_rate(model, rows: int = 768, seconds: float = 0.5) -> tuple[float, str]:
+    """The fastest GFLOP/s of ``rows`` positions through one of the model's own linear layers (each
+    distinct weight shape once: the decoder's projections and the LM head), in the model's dtype at
+    torch's current thread count; and the shape that reached it."""
+    shapes = {tuple(m.weight.shape): m.weight for m in model.modules() if isinstance(m, nn.Linear)}
+    best, where = 0.0, ""
+    with torch.inference_mode():
+        for (out_f, in_f), weight in shapes.items():
+            x = torch.randn(rows, in_f, dtype=weight.dtype, device=weight.device)
+            torch.nn.functional.linear(x, weight)  # untimed: first-call setup
+            n, t0 = 0, time.perf_counter()
+            while n < 3 or time.perf_counter() - t0 < seconds:
+                torch.nn.functional.linear(x, weight)
+                n += 1
+            rate = 2.0 * rows * in_f * out_f * n / (time.perf_counter() - t0) / 1e9
+            if rate > best:
+                best, where = rate, f"[{rows}, {in_f}] x [{in_f}, {out_f}]"
+    return best, where
+
+
+def counted_flops(backend: LocalBackend, engine: ReplayEngine, rollouts, rewards, group_ids, T, chosen) -> float:
+    """The matrix-product FLOPs of one replay of ``chosen`` (untimed: counting slows it)."""
+    with FlopCounterMode(display=False) as counter, backend._rollout_phase():
+        leave_one_out(engine, backend.task, backend.tokenizer, rollouts, rewards, group_ids, T, chosen)
+    return float(counter.get_total_flops())
 
 
 def main() -> None:
@@ -213,7 +249,7 @@ def main() -> None:
         updates += [t_upd, t_upd_m]
         gdpo_step = t_gen_g + t_score + t_upd
         mrtpo_step = t_gen_m + t_score + t_rep + t_adv + t_upd_m
-        results.append((res, t_rep, t_adv))
+        results.append((res, t_rep, t_adv, counted_flops(backend, engine, rollouts, rewards, group_ids, T, chosen)))
         print(f"share {res.pairs_replayed / total_pairs:.1%} ({res.pairs_replayed}/{total_pairs} pairs, "
               f"{res.sequences} sequences), each step's own timings: GDPO step {gdpo_step:.2f} s (update "
               f"{t_upd:.2f} s), MRTPO step {mrtpo_step:.2f} s (replay {t_rep:.2f} s, update {t_upd_m:.2f} s), "
@@ -239,8 +275,15 @@ def main() -> None:
     # spent keeping the sampling pass (timed inside the sampler).
     t_upd, t_gen = min(updates), min(t_gen_g, t_gen_m)
     gdpo_step = t_gen + t_score + t_upd
+    rate, shape = gemm_rate(backend.rollout_model)
+    for res, t_rep, _, flops in results:
+        floor = flops / (rate * 1e9)
+        print(f"share {res.pairs_replayed / total_pairs:.1%}, the exact replay's floor: {flops / 1e9:.0f} GFLOP of "
+              f"matrix products (FlopCounterMode) at {rate:.0f} GFLOP/s, the fastest {backend.rollout_dtype} product "
+              f"rate measured here ({shape}, {torch.get_num_threads()} threads), take {floor:.2f} s = "
+              f"{floor / t_rep:.0%} of the measured replay ({t_rep:.2f} s)")
     ratios = []
-    for share, (res, t_rep, t_adv) in zip(args.shares, results):
+    for share, (res, t_rep, t_adv, _) in zip(args.shares, results):
         mrtpo_step = gdpo_step + t_keep + t_rep + t_adv
         ratios.append(mrtpo_step / gdpo_step)
         print(f"share {res.pairs_replayed / total_pairs:.1%}, pooled: GDPO step {gdpo_step:.2f} s (generation "

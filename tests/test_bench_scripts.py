@@ -28,6 +28,8 @@ def test_replay_overhead_runs_and_replays_the_share_it_was_given():
     naive = next(line for line in lines if line.startswith("prefix-shared batched replay"))
     shared, full = map(int, re.search(r"tokens through the model: (\d+) vs (\d+)", naive).groups())
     assert 0 < shared < full  # prefix sharing runs fewer tokens than full contexts one at a time
+    floors = [line for line in lines if "the exact replay's floor" in line]
+    assert len(floors) == 2 and all(re.search(r"take [\d.]+ s = \d+% of the measured replay", f) for f in floors)
     assert lines[-1].startswith("ratio ") and float(lines[-1].split()[1]) >= 1.0  # MRTPO adds work
 
 
