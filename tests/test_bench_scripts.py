@@ -42,3 +42,15 @@ def test_profile_step_splits_the_training_seconds_by_phase():
     assert {"replay", "update", "credit", "rest"} <= set(phases), lines
     assert abs(sum(phases.values()) - 100.0) < 1.0  # the phases' shares of the steps add up
     assert lines[-1].startswith("train_seconds ") and float(lines[-1].split()[1]) > 0
+
+
+def test_the_int8_replay_candidate_reports_agreement_and_speed_ratios():
+    lines = _run("bench/replay_int8_agreement.py", "--model", "tiny-random", "--prompts", "2", "--group", "8",
+                 "--max-new-tokens", "24", "--speed-rows", "64")
+    assert int(re.match(r"exact replay: (\d+) pairs replayed", lines[0]).group(1)) > 0
+    pearson = {line.split(":")[0]: [float(v) for v in re.findall(r"Pearson ([\d.]+)", line)]
+               for line in lines[1:4]}
+    control, int8 = pearson["exact, P_all replayed too (what bf16 moves)"], pearson["int8 decoder, P_all replayed the same way"]
+    assert control and min(control) > 0.99  # the same model replaying P_all agrees with sampling's P_all
+    assert int8 and all(-1.0 <= v <= 1.0 for v in int8)
+    assert sum(line.startswith("[64, ") and "int8 layer" in line for line in lines) >= 4  # every layer shape
