@@ -151,9 +151,12 @@ def gemm_rate(model, rows: int = 768, seconds: float = 0.5) -> tuple[float, str]
 
 
 def counted_flops(backend: LocalBackend, engine: ReplayEngine, rollouts, rewards, group_ids, T, chosen) -> float:
-    """The matrix-product FLOPs of one replay of ``chosen`` (untimed: counting slows it)."""
+    """The matrix-product FLOPs of one replay of ``chosen`` (untimed: counting slows it). The engine's
+    token counters are left as the timed repeats set them."""
+    counters = engine.forward_tokens, engine.padded_tokens
     with FlopCounterMode(display=False) as counter, backend._rollout_phase():
         leave_one_out(engine, backend.task, backend.tokenizer, rollouts, rewards, group_ids, T, chosen)
+    engine.forward_tokens, engine.padded_tokens = counters
     return float(counter.get_total_flops())
 
 
