@@ -43,3 +43,26 @@ def test_the_second_reference_report_regenerates_with_four_finished_seeds_per_ar
     for seed_dir in (REF2 / "ifollow").glob("*/*/seed*"):
         provenance = json.loads((seed_dir / "provenance.json").read_text())
         assert provenance["status"] == "finished" and provenance["git"]["dirty"] is False
+
+
+REF3 = REFERENCES / "ifollow-smollm2-3"
+
+
+@pytest.mark.skipif(not (REF3 / "leaderboard.json").exists(), reason="no committed reference report 3")
+def test_the_third_reference_report_regenerates_from_its_finished_adaptive_sweep(tmp_path):
+    new = _regenerated(REF3, tmp_path)
+    state = json.loads((REF3 / "adaptive.json").read_text())
+    assert all(rnd["decided"] for rnd in state["rounds"])
+    assert "confidence sequence" in new["method"] and f"after each of its {len(state['rounds'])} rounds" in new["method"]
+    last = {key: d for rnd in state["rounds"] for key, d in rnd.get("decisions", {}).items()}
+    assert set(last) == {"ifollow/mrtpo/smollm2-135m", "ifollow/mrtpo-oracle/smollm2-135m"}
+    assert all(d["stop"] for d in last.values())  # every arm stopped: the sweep finished, not a snapshot
+    rows = {r["label"]: r for r in new["tasks"]["ifollow"]["tables"][0]["rows"]}
+    assert rows["base"]["is_base"]
+    for key, decision in last.items():
+        arm = key.split("/")[1]
+        assert len(rows[arm]["seeds"]) == decision["seeds"] and rows[arm]["base"] == "base"
+        assert set(rows[arm]["seeds"]) <= set(rows["gdpo"]["seeds"])  # paired: the baseline ran every seed
+    for seed_dir in (REF3 / "ifollow").glob("*/*/seed*"):
+        provenance = json.loads((seed_dir / "provenance.json").read_text())
+        assert provenance["status"] == "finished" and provenance["git"]["dirty"] is False
