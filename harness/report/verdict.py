@@ -30,6 +30,7 @@ class Facts:
     noisy: list[str] = field(default_factory=list)       # "mrtpo − gdpo on X (smallest effect detectable ...)"
     resolution: list[str] = field(default_factory=list)  # "mrtpo − gdpo on X (4 seeds): beyond ±0.027"
     intervals: str = "95% paired t intervals over a fixed number of seeds"  # or the adaptive sweep's method
+    test: str = "exact sign-flip test"                   # what the verdicts come from, before Holm
     compared: int = 0                                    # comparisons with the baseline that had a test
     undecidable: list[tuple[int, float]] = field(default_factory=list)  # (seeds, smallest exact p) of those
 
@@ -86,6 +87,7 @@ def verdict_facts(report: TaskReport) -> Facts:
     facts = Facts(report.task, report.baseline)
     if report.design is not None:
         facts.intervals = report.design.statement
+        facts.test = "anytime-valid p-values of the confidence sequences"
     for i, table in enumerate(report.tables):
         _sort(facts, table, headline=i == 0 and "benchmark" in table.title.lower())
     return facts
@@ -122,7 +124,7 @@ def points(f: Facts) -> list[str]:
     """What differs, the gains over base, what is ruled out, what is too noisy: one line each."""
     out = []
     if f.differs:
-        out.append(f"Differs from {f.baseline} (exact sign-flip test, Holm-corrected): {_list(f.differs)}.")
+        out.append(f"Differs from {f.baseline} ({f.test}, Holm-corrected): {_list(f.differs)}.")
     if f.gains:
         per_column = [f"on {col}, " + ", ".join(f"{label} {_interval(g)}" + (f" ({g.word})" if g.word else "")
                                                 for label, g in items) for col, items in f.gains.items()]
