@@ -54,6 +54,8 @@ def test_the_third_reference_report_regenerates_from_its_finished_adaptive_sweep
     state = json.loads((REF3 / "adaptive.json").read_text())
     assert all(rnd["decided"] for rnd in state["rounds"])
     assert "confidence sequence" in new["method"] and f"after each of its {len(state['rounds'])} rounds" in new["method"]
+    verdict = " ".join(new["verdict"])  # the oracle arm is resolved higher, by the confidence sequences' own p-values
+    assert "Differs from gdpo (anytime-valid p-values of the confidence sequences, Holm-corrected)" in verdict
     last = {key: d for rnd in state["rounds"] for key, d in rnd.get("decisions", {}).items()}
     assert set(last) == {"ifollow/mrtpo/smollm2-135m", "ifollow/mrtpo-oracle/smollm2-135m"}
     assert all(d["stop"] for d in last.values())  # every arm stopped: the sweep finished, not a snapshot
