@@ -68,3 +68,4 @@ def test_the_third_reference_report_regenerates_from_its_finished_adaptive_sweep
     for seed_dir in (REF3 / "ifollow").glob("*/*/seed*"):
         provenance = json.loads((seed_dir / "provenance.json").read_text())
         assert provenance["status"] == "finished" and provenance["git"]["dirty"] is False
+        assert "host" not in provenance and "model_source" not in provenance, seed_dir  # no machine name or local path
