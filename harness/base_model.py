@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import numerics
 from harness.config import RunConfig, model_slug
 from harness.records import (
     STATUS_FINISHED,
@@ -155,8 +156,9 @@ def evaluate_base(cfg: RunConfig) -> int:
         from mrbench_core.jsonio import atomic_write_json
 
         atomic_write_json(config_path, ident)
-        rec.update_provenance(record=BASE, started=now_iso(), status=STATUS_RUNNING, git=git_commit(),
-                              versions=library_versions(), host=platform.node(), seed=None)
+        git, versions = git_commit(), library_versions()
+        rec.update_provenance(record=BASE, started=now_iso(), status=STATUS_RUNNING, git=git, versions=versions,
+                              host=platform.node(), seed=None)
         t0 = time.time()
         try:
             backend = plan.backend_class(cfg, plan.task, plan.algorithm)
@@ -167,7 +169,9 @@ def evaluate_base(cfg: RunConfig) -> int:
         rec.write_eval(evaluation)
         summary = {"wall_seconds": round(time.time() - t0, 1)}
         info = backend.rollout_info() if hasattr(backend, "rollout_info") else {}  # precision, attention, threads
-        rec.update_provenance(status=STATUS_FINISHED, finished=now_iso(), summary=summary, rollout=info)
+        measured = backend.numerics_info() if hasattr(backend, "numerics_info") else None
+        rec.update_provenance(status=STATUS_FINISHED, finished=now_iso(), summary=summary, rollout=info,
+                              numerics=numerics.completed(measured, git, versions))
         print_summary(rec, summary, evaluation["benchmarks"])
         return 0
     finally:

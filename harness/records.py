@@ -8,7 +8,8 @@ Layout: ``results/<task>/<algorithm>/<model-slug>/seed<N>/`` holding
                        their resolved values: :func:`same_configuration`)
 - ``provenance.json``  what is not configuration: git commit (and whether the tree was dirty), package
                        and library versions, task version, data hash, seed, host, start and end time,
-                       status (running, finished, failed, interrupted)
+                       status (running, finished, failed, interrupted), and the numerics identity
+                       (``numerics``: :mod:`harness.numerics`)
 - ``metrics.jsonl``    one JSON object per training step (key ``step``, 1-based, strictly increasing)
 - ``samples.jsonl``    a few sampled responses per step with their rewards
 - ``eval.json``        end-of-run benchmark results
@@ -277,15 +278,20 @@ class RunRecord:
         atomic_write_json(self.path / "provenance.json", prov)
 
     def start(self, *, seed: int, task_version: str, data_hash: str, extra: dict[str, Any] | None = None) -> None:
+        from harness.numerics import at_start
+
         prov = self.provenance()
-        if not prov.get("started"):  # nothing started yet (a stop before the start left only its status)
+        fresh = not prov.get("started")  # nothing started yet (a stop before the start left only its status)
+        if fresh:
             prov = {"started": now_iso(), "seed": seed, "task_version": task_version, "data_hash": data_hash,
                     "git": git_commit(), "versions": library_versions(), "host": platform.node(),
                     "resumed": []}
         else:
             prov.setdefault("resumed", []).append(now_iso())
         prov["status"] = STATUS_RUNNING
+        previous = prov.get("numerics")
         prov.update(extra or {})
+        prov["numerics"] = at_start(prov, previous, (extra or {}).get("numerics"), fresh)  # harness.numerics
         atomic_write_json(self.path / "provenance.json", prov)
 
     def finish(self, summary: dict[str, Any] | None = None) -> None:

@@ -73,6 +73,8 @@ class LocalBackend(LocalEngine, Backend):
         self._guard: RelevanceGuard | None = None
         self.step: Step | None = None  # the run's training step, built once the record is open
         self.loop: RunLoop | None = None  # the run loop around it (harness.backends.run_loop)
+        #: train only the first N steps and checkpoint none (``mrbench verify``: RunLoop's stop_after)
+        self.stop_after: int | None = None
         self._init_engine(cfg)
 
     @property
@@ -96,6 +98,20 @@ class LocalBackend(LocalEngine, Backend):
                 "threads": torch.get_num_threads(), "threads_reason": self.threads_reason,
                 "shared_with_training": self.rollout_model is self.policy,
                 "host_native_bf16": native_bf16()}
+
+    def numerics_info(self) -> dict[str, Any]:
+        """This run's part of the record's numerics block (:func:`harness.numerics.measured`: the
+        fingerprint of this code on this device, the dtypes and the kernels)."""
+        from harness.numerics import measured
+
+        rollout = str(self.rollout_dtype).removeprefix("torch.")
+        dtypes = {"rollout": rollout, "replay_head": "float32" if self.replay_head_float32() else rollout,
+                  "update": str(self.train_dtype).removeprefix("torch."),
+                  "master": str(MASTER_DTYPE).removeprefix("torch.")}
+        kernels = {"generator": self.generator_name, "attention": self.rollout_attention_name,
+                   "replay_batching": "exact" if self.exact_replay_batches() else "padded",
+                   "threads": torch.get_num_threads()}
+        return measured(self.device, dtypes, kernels)
 
     def update_info(self) -> dict[str, Any]:
         """How the update computes: ``model.train_dtype`` as given and resolved (bf16 mixed precision
@@ -160,7 +176,7 @@ class LocalBackend(LocalEngine, Backend):
                      extra={"backend": "local", "model_source": self.model_source, "device": str(self.device),
                             "generator": self.generator_name,
                             "rollout_dtype": str(self.rollout_dtype), "rollout": self.rollout_info(),
-                            "update": self.update_info(),
+                            "update": self.update_info(), "numerics": self.numerics_info(),
                             "prompts_too_long": too_long})
         if self.threads_reason:
             print(f"mrbench: {torch.get_num_threads()} CPU thread(s): {self.threads_reason}")
@@ -171,7 +187,7 @@ class LocalBackend(LocalEngine, Backend):
         self._guard.at_start(examples, cfg.schedule.steps)
         credit = CreditLog(cfg.output.credit_groups, record.path, self.tokenizer, task)
         self.step = Step(cfg, task, algo, record, self.tokenizer, credit=credit, guard=self._guard)
-        self.loop = RunLoop(self.step, self, record, started=t_run)
+        self.loop = RunLoop(self.step, self, record, started=t_run, stop_after=self.stop_after)
         self.loop.resume()
         self._start_vllm(record, examples)  # after the resume: it starts from the current weights
         self._start_replay()

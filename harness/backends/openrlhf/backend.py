@@ -159,7 +159,7 @@ class OpenRLHFBackend(Backend):
         argv = openrlhf_argv(cfg, paths, source)
         command = launch_command(cfg, paths, argv)
         record.start(seed=cfg.seed, task_version=str(task.version), data_hash=Task.data_hash(examples),
-                     extra={"backend": self.name, "model_source": source,
+                     extra={"backend": self.name, "model_source": source, "numerics": self._numerics(cfg),
                             "prompts_too_long": too_long, "openrlhf": {"command": shell_line(command),
                                                                         "placement": placement(cfg),
                                                                         "precision": precision(cfg).lines(cfg)}})
@@ -193,6 +193,20 @@ class OpenRLHFBackend(Backend):
 
             record.update_provenance(model=copy_model(paths.final_weights, record.path))
         return {**run_summary(record.metrics(), time.time() - t_run), **watch.summary(), "backend": self.name}
+
+    @staticmethod
+    def _numerics(cfg: Any) -> dict[str, Any]:
+        """The record's numerics block: the device the driver sees, the dtypes, no fingerprint (the
+        numbers come from OpenRLHF and vLLM on the Ray workers, which the local probe does not run)."""
+        import torch
+
+        from harness.numerics import measured
+
+        p = precision(cfg)
+        return measured("cuda" if torch.cuda.is_available() else "cpu",
+                        {"rollout": p.rollout_dtype, "update": p.train_dtype}, {"generator": "vllm", "backend": "openrlhf"},
+                        unprobed="OpenRLHF's and vLLM's arithmetic on the Ray workers, which the local probe does "
+                                 "not run")
 
     # -- generation ---------------------------------------------------------------------------------
     def generate(self, messages_list: list[list[dict[str, str]]], max_new_tokens: int,
