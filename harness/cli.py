@@ -12,6 +12,7 @@
                  [--dry-run | --status]
                  [--until-resolved [--baseline ALGO] [--metric BENCH/KEY] [--effect E] [--max-seeds N] [--round-size K]]
     mrbench report --root DIR --out DIR [--baseline gdpo] [--threshold X] [--min-seeds 3]
+    mrbench verify RECORD [--steps 2]              rerun a record's first steps here: does it reproduce?
     mrbench credit RECORD [--step N] --out PAGE.html       per-token credit page (or --model M --task T --data F)
     mrbench localize [--model M] [--task T] [--n 32] --out DIR   where each reward's replay distance falls
 """
@@ -359,6 +360,18 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
     rp.add_argument("--strict", action="store_true", help="exit 2 when the root holds no finished run "
                     "(default: a warning, and an empty report)")
 
+    vf = sub.add_parser("verify", help="rerun a record's first steps on this machine and say whether they reproduce it",
+                        description=_wrapped("Rerun the first --steps steps of a record from its config.json and seed, "
+                                             "in a temporary directory, and compare every stored key of its "
+                                             "metrics, sample and credit rows (wall-clock times aside). One line: "
+                                             "reproduces bit for bit, reproduces within tolerance (the same numerics "
+                                             "fingerprint on another device class), or does not reproduce (the first "
+                                             "step and key, and what differs: commit, device, versions). Exit status "
+                                             "0 when it reproduces, 1 when not, 2 when it cannot rerun (its data "
+                                             "differs, files are missing)."))
+    vf.add_argument("record", help="the run record's directory")
+    vf.add_argument("--steps", type=int, default=2, help="how many of its first steps to rerun (default 2)")
+
     from harness.credit.cli import add_parsers
 
     add_parsers(sub)
@@ -391,6 +404,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_sweep(args)
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "verify":
+            from harness.verify import cmd_verify
+
+            return cmd_verify(args)
         if args.command in ("credit", "localize"):
             from harness.credit.cli import cmd_credit, cmd_localize
 

@@ -43,8 +43,11 @@ class RunLoop:
     ``started``: ``time.time()`` when the training began (loading included), for the summary's
     ``train_seconds`` and the time estimates."""
 
-    def __init__(self, step: Step, engine: Engine, record: Any, started: float | None = None):
+    def __init__(self, step: Step, engine: Engine, record: Any, started: float | None = None,
+                 stop_after: int | None = None):
         self.step, self.engine, self.record = step, engine, record
+        #: run only steps up to this one and write no checkpoint (``mrbench verify``); None: every step
+        self.stop_after = stop_after
         self.started = time.time() if started is None else started
         schedule = step.cfg.schedule
         self.watch = SignalWatch(schedule.no_signal_steps, schedule.stop_without_signal)
@@ -78,7 +81,8 @@ class RunLoop:
                        dynamic_ncols=True)
             self.clock = RunClock(steps, self.step.algorithm, start=start, say=bar.write, started=self.started)
             rows: list[dict[str, Any]] = []
-            for n in range(start, steps):
+            last = steps if self.stop_after is None else min(steps, self.stop_after)
+            for n in range(start, last):
                 row = run_step(n)
                 rows.append(row)
                 self.clock.after_step(rows)
@@ -87,7 +91,8 @@ class RunLoop:
                                 s=f"{row['time_step']:.0f}")
                 every = cfg.schedule.checkpoint_every
                 stop_now = self.watch.after_step(row)
-                if (every and (n + 1) % every == 0) or self.stop or n + 1 == steps or stop_now:
+                keeps_state = self.stop_after is None  # a rerun of the first steps (verify) keeps none
+                if keeps_state and ((every and (n + 1) % every == 0) or self.stop or n + 1 == steps or stop_now):
                     self.engine.save(self.record, n + 1, self.step.position)
                 if stop_now:
                     break
