@@ -36,12 +36,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from algorithms import get_algorithm
-from harness.backends.rollout import batch_tensors, rollouts_for
+from harness.backends.rollout import rollouts_for
 from harness.backends.update import PolicyUpdate
 from harness.config import RunConfig
 from harness.models import byte_tokenizer, chat_prompt_ids, eos_ids, load_model
 from harness.replay import ReplayEngine, ReplayJob, full_context_hidden, full_logits_js
 from harness.replay_builders import ReplayResult, leave_one_out
+from harness.training.batch import batch_tensors
 from tasks.data_source import load_examples
 from tasks.registry import make_task
 

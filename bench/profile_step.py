@@ -45,7 +45,7 @@ from harness.cli import _split_overrides
 from harness.config import resolve
 from harness.preflight import preflight
 from harness.records import RunRecord
-from harness.step import TIMED_PHASES as PHASES
+from harness.training.phases import TIMED_PHASES as PHASES
 
 
 def phase_ops(prof: torch.profiler.profile, top: int) -> dict[str, tuple[float, list[tuple[str, float, float]]]]:

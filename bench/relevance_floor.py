@@ -29,10 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.attention import use_for_rollout
 from harness.backends.local import LocalBackend
-from harness.backends.rollout import batch_tensors, rollouts_for
+from harness.backends.rollout import rollouts_for
 from harness.config import RunConfig
 from harness.replay import ReplayEngine, ReplayJob
 from harness.replay_builders import leave_one_out
+from harness.training.batch import batch_tensors
 from tasks.data_source import load_examples
 
 

@@ -59,10 +59,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from algorithms import get_algorithm
 from harness.backends.local import LocalBackend
-from harness.backends.rollout import batch_tensors, rollouts_for
+from harness.backends.rollout import rollouts_for
 from harness.config import RunConfig
 from harness.replay import ReplayEngine
 from harness.replay_builders import ReplayResult, leave_one_out
+from harness.training.batch import batch_tensors
 from tasks.data_source import load_examples
 
 

@@ -4,7 +4,7 @@ in one line whether they reproduce it.
 What runs: the record's ``config.json``, its seed included, on the local backend, in a temporary
 directory (the record itself is only read). Only execution fields change: ``output.dir``, no
 model export, no loggers, and no checkpoint (the loop stops after step N:
-:attr:`harness.backends.run_loop.RunLoop.stop_after`). It takes about as long as the N steps took,
+:attr:`harness.training.run_loop.RunLoop.stop_after`). It takes about as long as the N steps took,
 plus loading the model and the data.
 
 What is compared: every key the record's rows hold in ``metrics.jsonl``, ``samples.jsonl`` and

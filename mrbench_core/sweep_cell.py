@@ -1,6 +1,6 @@
 """How a process knows it is a sweep cell: the sweep sets :data:`CELL_ENV` in every cell's
 environment (``harness.sweep.cellproc``), and the training backends read it
-(``harness.backends.stop_signal``: a cell ignores repeated stop signals). Standard library only."""
+(``harness.training.stop_signal``: a cell ignores repeated stop signals). Standard library only."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ backend's sampler would have returned it (the chat prompt's ids, the response id
 scores it with the task's verifiers here, then runs the local backend's replay (``replay_for`` with
 a ``ReplayEngine`` on the model that sampled, float32 or ``replay_dtype``), batch builder and advantages
 (``ReplayResult.to_batch``, ``step_advantages``) and update (``PolicyUpdate``: its loss and
-gradient norm), as the shared step (``harness.step.Step``) runs them on the local engine.
+gradient norm), as the shared step (``harness.training.step.Step``) runs them on the local engine.
 """
 
 from __future__ import annotations
@@ -54,13 +54,13 @@ def local_step(cfg: Any, task: Any, model_dir: Path, dump: dict[str, Any], algo_
     from algorithms import get_algorithm
     from harness.backends.openrlhf.labels import decode_label
     from harness.backends.openrlhf.prompts import load_tokenizer
-    from harness.backends.rollout import Rollout, batch_tensors, decode_response, reward_lows
     from harness.backends.update import PolicyUpdate
     from harness.models import chat_prompt_ids
     from harness.replay import ReplayEngine
     from harness.replay_builders import ReplayResult, replay_for
-    from harness.step import plan_step, step_advantages
-    from harness.step_diagnostics import column_names
+    from harness.training.batch import Rollout, batch_tensors, decode_response, reward_lows
+    from harness.training.step import plan_step, step_advantages
+    from harness.training.step_diagnostics import column_names
 
     tok = load_tokenizer(str(model_dir))
     pad = tok.pad_token_id
@@ -129,7 +129,7 @@ def openrlhf_advantages(cfg: Any, task: Any, dump: dict[str, Any], algo_name: st
     writing): ``[B, T]`` read back from the frames, and the replay result."""
     from algorithms import get_algorithm
     from harness.backends.openrlhf.step import rollouts_from_samples, write_advantages
-    from harness.step import Step, plan_step
+    from harness.training.step import Step, plan_step
     from mrbench_core.replay_kinds import WITHOUT_FORWARD
 
     algo = get_algorithm(algo_name, **(params or {}))

@@ -99,9 +99,9 @@ def policy_group(model: Any, tokenizer: Any, count: int, calls: list[Any]) -> An
 def local_advantages(cfg: Any, task: Any, model: Any, tok: Any, rows: list[dict[str, Any]], step: int) -> Any:
     """The local backend's advantages for the same responses (the reference the maker must equal)."""
     from algorithms import RolloutBatch, get_algorithm
-    from harness.backends.rollout import Rollout, batch_tensors, decode_response, reward_lows
     from harness.replay import ReplayEngine
     from harness.replay_builders import replay_for
+    from harness.training.batch import Rollout, batch_tensors, decode_response, reward_lows
 
     rollouts = []
     for r in rows:
@@ -131,9 +131,9 @@ def main(out: Path) -> None:
     from harness.backends.openrlhf.labels import decode_label, scalar_reward
     from harness.backends.openrlhf.maker import MRExperienceMaker
     from harness.backends.openrlhf.prompts import load_tokenizer, stop_ids, write_prompts
-    from harness.backends.rollout import decode_response
     from harness.config import from_dict
     from harness.models import chat_prompt_ids, tiny_model
+    from harness.training.batch import decode_response
     from tasks.registry import make_task
 
     torch.set_num_threads(1)

@@ -20,7 +20,7 @@ from algorithms.base import (
     broadcast_to_tokens,
     group_standardise,
 )
-from harness.step_diagnostics import step_diagnostics
+from harness.training.step_diagnostics import step_diagnostics
 
 ROOT = Path(__file__).resolve().parents[1]
 A = 0.5 / (math.sqrt(0.5) + 1e-6)  # the group z-score of {1, 0}: sample std 1/sqrt(2), eps 1e-6

@@ -56,10 +56,10 @@ def test_has_loss_is_derived_from_own_loss():
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_the_update_adds_any_algorithms_own_loss_on_the_teacher_logits():
-    from harness.backends.rollout import Rollout
     from harness.backends.update import PolicyUpdate, Reference
     from harness.config import OptimConfig
     from harness.models import load_model
+    from harness.training.batch import Rollout
     from tasks.base import Example
 
     model = load_model("tiny-random", dtype="float32").model

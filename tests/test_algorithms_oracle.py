@@ -156,8 +156,8 @@ def test_a_tiny_mrtpo_oracle_run_on_ifollow_finishes(tmp_path, capsys):
 def test_a_local_run_credits_exactly_the_tokens_the_credit_page_outlines(tmp_path):
     from toy_task import tiny_config, train_run
 
-    from harness.credit import store
     from harness.token_align import from_ranges
+    from harness.training import credit_store
 
     torch.set_num_threads(1)
     cfg = tiny_config(str(tmp_path / "r"), "mrtpo-oracle", steps=3)
@@ -165,7 +165,7 @@ def test_a_local_run_credits_exactly_the_tokens_the_credit_page_outlines(tmp_pat
     cfg.output.credit_groups = 3
     rec = train_run(cfg)[1]
     masked = 0
-    for row in store.read_rows(rec.path):
+    for row in credit_store.read_rows(rec.path):
         n = len(row["tokens"])
         for entry in row["rewards"]:
             if entry["q"] is None:

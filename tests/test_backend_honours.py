@@ -163,7 +163,7 @@ def test_the_off_value_of_a_feature_the_backend_lacks_is_accepted(name, override
 @pytest.mark.parametrize("path,value", [("schedule.checkpoint_every", "2"), ("schedule.no_signal_steps", "3"),
                                         ("schedule.stop_without_signal", "true")])
 def test_the_plugin_example_honours_what_the_shared_run_loop_gives(path, value):
-    # the plugin's train hands its engine to harness.backends.run_loop.RunLoop, which acts on these
+    # the plugin's train hands its engine to harness.training.run_loop.RunLoop, which acts on these
     assert CannedBackend.ignored(resolve(None, [("backend", "example-canned"), (path, value)])) == []
 
 
@@ -196,7 +196,7 @@ def test_openrlhf_refuses_a_task_that_does_not_pickle_while_the_budget_needs_a_c
 
     class Unpicklable:
         check = staticmethod(lambda: None)
-        hook = lambda self: None  # noqa: E731  (a lambda attribute: what pickling refuses)
+        hook = lambda self: None
 
     monkeypatch.setattr("tasks.registry.make_task", lambda name, **options: Unpicklable())
     cfg = resolve(None, [("task.verifier_timeout_s", 1.0)])

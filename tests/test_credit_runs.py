@@ -10,7 +10,7 @@ from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import tiny_config, train_run
 
 from harness import cli
-from harness.credit import store
+from harness.training import credit_store
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -21,19 +21,19 @@ def _train(cfg):
 
 def test_training_appends_one_group_per_step(tmp_path, monkeypatch):
     seen: list[str] = []
-    append = store.append_rows
+    append = credit_store.append_rows
 
     def watched(directory, rows):
-        path = store.credit_path(directory)
+        path = credit_store.credit_path(directory)
         seen.append(path.read_text(encoding="utf-8") if path.exists() else "")
         return append(directory, rows)
 
-    monkeypatch.setattr("harness.credit.trainlog.append_rows", watched)
-    monkeypatch.setattr(store, "atomic_write_text", lambda *a: pytest.fail("credit.jsonl rewritten"))
+    monkeypatch.setattr("harness.training.credit_log.append_rows", watched)
+    monkeypatch.setattr(credit_store, "atomic_write_text", lambda *a: pytest.fail("credit.jsonl rewritten"))
     rec = _train(tiny_config(str(tmp_path / "m"), "mrtpo"))
-    text = store.credit_path(rec.path).read_text(encoding="utf-8")
+    text = credit_store.credit_path(rec.path).read_text(encoding="utf-8")
     assert len(seen) == 2 and seen[0] == "" and text.startswith(seen[1]) and len(text) > len(seen[1])
-    rows = store.read_rows(rec.path)
+    rows = credit_store.read_rows(rec.path)
     assert [(r["step"], r["group"]) for r in rows] == [(1, 0)] * 4 + [(2, 0)] * 4  # G = 4, one group
     samples = [json.loads(line) for line in (rec.path / "samples.jsonl").read_text().splitlines()]
     by = {(r["step"], r["index"]): r for r in rows}
@@ -53,26 +53,26 @@ def test_training_appends_one_group_per_step(tmp_path, monkeypatch):
 def test_resume_drops_rows_after_the_checkpoint_and_zero_turns_logging_off(tmp_path):
     cfg = tiny_config(str(tmp_path / "m"), "gdpo")
     rec = _train(cfg)
-    store.append_rows(rec.path, [{"step": 3, "rewards": [], "tokens": []}])  # logged, then killed before its checkpoint
+    credit_store.append_rows(rec.path, [{"step": 3, "rewards": [], "tokens": []}])  # logged, then killed before its checkpoint
     _train(cfg)  # resumes at the step-2 checkpoint
-    rows = store.read_rows(rec.path)
+    rows = credit_store.read_rows(rec.path)
     assert [r["step"] for r in rows] == [1] * 4 + [2] * 4
     assert all(e["q"] is None and e["w"] is None for r in rows for e in r["rewards"])  # GDPO: no relevance
     off = _train(tiny_config(str(tmp_path / "off"), "gdpo", output__credit_groups=0))
-    assert not store.credit_path(off.path).exists()
+    assert not credit_store.credit_path(off.path).exists()
     with pytest.raises(ValueError, match="credit_groups: must be >= 0"):
         _train(tiny_config(str(tmp_path / "bad"), "gdpo", output__credit_groups=-1))
 
 
 def test_store_skips_a_truncated_last_line(tmp_path):
-    path = store.credit_path(tmp_path)
+    path = credit_store.credit_path(tmp_path)
     path.write_text('{"step": 1}\n{"step": 2}\n{"step": 3, "tok')
-    assert [r["step"] for r in store.read_rows(tmp_path)] == [1, 2]
-    store.append_rows(tmp_path, [{"step": 3}])
-    assert [r["step"] for r in store.read_rows(tmp_path)] == [1, 2, 3]
+    assert [r["step"] for r in credit_store.read_rows(tmp_path)] == [1, 2]
+    credit_store.append_rows(tmp_path, [{"step": 3}])
+    assert [r["step"] for r in credit_store.read_rows(tmp_path)] == [1, 2, 3]
     path.write_text('{"step": 1}\nnot json\n{"step": 2}\n')
     with pytest.raises(Exception, match="line 2|row 2"):
-        store.read_rows(tmp_path)
+        credit_store.read_rows(tmp_path)
 
 
 def test_credit_page_from_a_record(tmp_path, capsys):
@@ -108,7 +108,7 @@ def test_localize_instruction_following_writes_every_output(tmp_path):
     assert cli.main(["credit", "--model", "tiny-random", "--task", "ifollow", "--data", str(out / "responses.jsonl"),
                      "--out", str(page)]) == 0
     again = json.loads(page.read_text().split('type="application/json">', 1)[1].split("</script>", 1)[0])
-    first = store.read_rows(out)
+    first = credit_store.read_rows(out)
     assert ["".join(r["tokens"]) for r in again] == ["".join(r["tokens"]) for r in first]
     assert [[e["value"] for e in r["rewards"]] for r in again] == [[e["value"] for e in r["rewards"]] for r in first]
 
@@ -123,7 +123,7 @@ def test_localize_text_to_sql_reads_clause_spans(tmp_path):
             answer("SELECT nom FROM telefone")]
     responses.write_text("".join(json.dumps({"example": example, "response": r}) + "\n" for r in rows))
     out, result = _localize(tmp_path, "--task", "text2sql", "--responses", str(responses))
-    credit = store.read_rows(out)
+    credit = credit_store.read_rows(out)
     execution = [next(e for e in r["rewards"] if e["name"] == "execution") for r in credit]
     assert [e["value"] for e in execution] == [1.0, 0.0, 0.0]
     first = credit[0]

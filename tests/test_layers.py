@@ -2,8 +2,8 @@
 tasks; harness orchestrates them all. Each is imported alone in a fresh interpreter. Inside a
 package no two modules import each other, directly or through others (a static scan that counts
 imports inside functions and under ``if TYPE_CHECKING:`` too). Inside ``harness/`` the rooms (its
-files and folders) stand in floors, each above what it imports, but for the few arrows listed in
-:data:`BACK_ARROWS`."""
+files and folders) stand in floors, each above what it imports: no arrow runs back up, no rooms
+import each other round a loop."""
 
 from __future__ import annotations
 
@@ -157,18 +157,9 @@ def test_the_cycle_scan_counts_imports_for_type_checkers(tmp_path: Path) -> None
 
 # ---------------------------------------------------------------------------------------------
 # harness/: its rooms (the files and folders right under it) stand in floors, each above the rooms
-# it imports. An import from a room to one that (through others) imports it back runs back up a
-# floor; only these may:
-
-BACK_ARROWS = {
-    # the training step is written once (harness/step.py, above backends/ since it calls their
-    # rollout, metrics and phase pieces), and the backends run it
-    ("harness.backends", "harness.step"),
-    # the local backend hands the step its credit log (credit/trainlog.py), while the credit
-    # explorer (credit/replayed.py, localize.py) re-runs the backends' sampling and replay options
-    ("harness.backends", "harness.credit"),
-}
-
+# it imports. No import runs back up a floor: no room imports one that (through others) imports it
+# back. The training step and its toolbox (training/) stand below the engines (backends/), which
+# stand below the credit explorer (credit/), a reader of records.
 
 def room_of(module: str, package: str) -> str:
     """``harness.backends.openrlhf.step`` -> ``harness.backends``; ``harness.cli`` -> itself."""
@@ -205,15 +196,52 @@ def room_loops(arrows: set[tuple[str, str]]) -> list[list[str]]:
     return sorted(sorted(loop) for loop in loops)
 
 
+def floors(arrows: set[tuple[str, str]]) -> dict[str, int]:
+    """Each room's floor: 1 for a room that imports no other, else one above the highest room it
+    imports (rooms in or above a loop have none: they are left out)."""
+    rooms = {a for pair in arrows for a in pair}
+    below = {a: {b for x, b in arrows if x == a} for a in rooms}
+    out: dict[str, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for a in sorted(rooms - set(out)):
+            if below[a] <= set(out):
+                out[a] = 1 + max((out[b] for b in below[a]), default=0)
+                changed = True
+    return out
+
+
+def looped_arrows(arrows: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The arrows between rooms of one loop (at least one of each loop's runs back up a floor), sorted."""
+    loops = [set(loop) for loop in room_loops(arrows)]
+    return sorted((a, b) for a, b in arrows if any(a in loop and b in loop for loop in loops))
+
+
 @pytest.mark.torchfree
-def test_harness_rooms_stand_in_floors_but_for_at_most_two_back_arrows() -> None:
-    assert len(BACK_ARROWS) <= 2
+def test_harness_rooms_stand_in_floors_with_no_arrow_back_up_and_no_circle() -> None:
     arrows = room_arrows(ROOT, "harness")
-    loops = room_loops(set(arrows) - BACK_ARROWS)
+    loops = room_loops(set(arrows))
     assert loops == [], "rooms of harness/ that import each other round a loop: " + "; ".join(
         " <-> ".join(loop) + " (" + ", ".join(f"{a} -> {b}" for pair, found in sorted(arrows.items())
                                            if pair[0] in loop and pair[1] in loop for a, b in found) + ")"
         for loop in loops)
+    assert looped_arrows(set(arrows)) == []
+    assert import_cycles(ROOT, "harness") == []  # no circle of files either
+    floor = floors(set(arrows))
+    # the step's room stands below the engines, and the engines below the credit explorer
+    assert floor["harness.training"] < floor["harness.backends"] < floor["harness.credit"]
+
+
+@pytest.mark.torchfree
+def test_the_floor_scan_puts_each_room_above_what_it_imports() -> None:
+    arrows = {("pkg.cli", "pkg.backends"), ("pkg.backends", "pkg.step"), ("pkg.step", "pkg.align"),
+              ("pkg.cli", "pkg.align")}
+    assert floors(arrows) == {"pkg.align": 1, "pkg.step": 2, "pkg.backends": 3, "pkg.cli": 4}
+    assert looped_arrows(arrows) == []
+    looped = arrows | {("pkg.step", "pkg.backends")}
+    assert looped_arrows(looped) == [("pkg.backends", "pkg.step"), ("pkg.step", "pkg.backends")]
+    assert floors(looped) == {"pkg.align": 1}
 
 
 @pytest.mark.torchfree

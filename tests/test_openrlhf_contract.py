@@ -277,11 +277,12 @@ def _counted(fn, counts, key):
 @pytest.mark.parametrize("algo", ["grpo", "gdpo", "mrtpo", "mrtpo-joint", "mrtpo-oracle", "cort"])
 def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, algo, monkeypatch):
     from algorithms import get_algorithm
-    from harness import step as shared_step
-    from harness.backends.rollout import batch_tensors, reward_lows, rollouts_for
+    from harness.backends.rollout import rollouts_for
     from harness.config import SamplingConfig
     from harness.replay_builders import ReplayResult
-    from harness.step import step_advantages
+    from harness.training import step as shared_step
+    from harness.training.batch import batch_tensors, reward_lows
+    from harness.training.step import step_advantages
     from tasks.registry import make_task
 
     register()
@@ -350,9 +351,9 @@ LOCAL_STEP_KEYS = {"step", "reward_mean", "format_rate", "response_length", "tru
 
 
 def _trainer(orl, cfg, tmp_path, maker, saved_states):
-    from harness.backends.relevance_guard import RelevanceGuard
-    from harness.credit.trainlog import CreditLog
     from harness.records import RunRecord
+    from harness.training.credit_log import CreditLog
+    from harness.training.relevance_guard import RelevanceGuard
 
     t = orl.trainer.MRPPOTrainerImpl.__new__(orl.trainer.MRPPOTrainerImpl)
     t.cell = CellSpec(config=cfg.to_dict(), record_dir=str(tmp_path))
@@ -377,7 +378,7 @@ def _trainer(orl, cfg, tmp_path, maker, saved_states):
 def test_trainer_writes_the_local_rows_resumes_and_stops_after_a_checkpoint(orl, tmp_path):
     from harness.backends.openrlhf.cell import CellPaths
     from harness.backends.openrlhf.launch import request_stop, stopped_after
-    from harness.credit import store
+    from harness.training import credit_store
     from tasks.registry import make_task
 
     register()
@@ -402,13 +403,13 @@ def test_trainer_writes_the_local_rows_resumes_and_stops_after_a_checkpoint(orl,
         trainer.save_logs_and_checkpoints(step, dict(status), {"global_step": step})
     rows = trainer.record.metrics()
     assert [r["step"] for r in rows] == [1, 2] and LOCAL_STEP_KEYS <= set(rows[0])
-    assert [r["step"] for r in store.read_rows(tmp_path)] == [1] * 4 + [2] * 4  # the credit log, one group a step
+    assert [r["step"] for r in credit_store.read_rows(tmp_path)] == [1] * 4 + [2] * 4  # the credit log, one group a step
     assert rows[0]["loss"] == 0.5 and rows[0]["clip_fraction"] == 0.25 and rows[0]["time_update"] == 2.5
     assert rows[0]["time_step"] == 6.5 and rows[0]["reward_mean"] == pytest.approx(_rewards_mean(samples))
     assert not calls  # no periodic checkpoint (save_steps is infinite)
     assert trainer.init_checkpoint_states()["global_step"] == 1
     assert [r["step"] for r in trainer.record.metrics()] == [1]  # resumed after step 1: step 2 is redone
-    assert [r["step"] for r in store.read_rows(tmp_path)] == [1] * 4
+    assert [r["step"] for r in credit_store.read_rows(tmp_path)] == [1] * 4
     paths = CellPaths(tmp_path)
     request_stop(paths, "SIGTERM")
     maker.step = 1

@@ -33,16 +33,16 @@ from openrlhf_cpu_run import (
     why_cannot_run,
 )
 
-from harness.step import PROBE_ENV, STEP_PHASES, probe_phases
+from harness.training.phases import PROBE_ENV, STEP_PHASES, probe_phases
 
 SKIP = why_cannot_run()
 pytestmark = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
 
 STEPS, G, PROMPTS = 2, 4, 2
 #: the local backend's metrics keys the openrlhf rows must carry, all of them (credit/* depend on the
-#: replay's data): both run the same step (harness.step.Step)
+#: replay's data): both run the same step (harness.training.step.Step)
 LOCAL_ONLY: set[str] = set()
-#: the shared step's probe file in the record (harness.step.PROBE_ENV), on for the mrtpo run
+#: the shared step's probe file in the record (harness.training.phases.PROBE_ENV), on for the mrtpo run
 PROBE_FILE = "step_probe.jsonl"
 
 
@@ -193,12 +193,12 @@ def test_mrtpo_with_two_data_parallel_actors_trains_into_a_complete_record(mrtpo
 
 
 def test_the_openrlhf_hooks_run_the_shared_step_and_write_its_credit_log(grpo, mrtpo):
-    from harness.credit import store
+    from harness.training import credit_store
 
     # the Step's phases, in the local backend's order (tests/test_shared_step.py), from OpenRLHF's hooks
     assert probe_phases(mrtpo.out / PROBE_FILE) == [(n, p) for n in range(1, STEPS + 1) for p in STEP_PHASES]
     for run in (grpo, mrtpo):  # one credit group a step (output.credit_groups 1), through the kill and resume
-        assert [(r["step"], r["group"]) for r in store.read_rows(run.out)] == [(1, 0)] * G + [(2, 0)] * G
+        assert [(r["step"], r["group"]) for r in credit_store.read_rows(run.out)] == [(1, 0)] * G + [(2, 0)] * G
     rows = mrtpo.run.metrics()  # the per-reward diagnostics read the verifiers' spans through the tokenizer
     assert all(any(k.startswith("credit/") and k.endswith("/read_mass") for k in r) for r in rows)
 

@@ -19,10 +19,10 @@ from openrlhf_stubs import stubbed_openrlhf
 
 from harness.backends.loss import PolicyObjective
 from harness.backends.openrlhf.frame import scatter_rows
-from harness.backends.rollout import Rollout
 from harness.backends.update import PolicyUpdate, Reference
 from harness.config import OptimConfig
 from harness.models import load_model
+from harness.training.batch import Rollout
 
 TEMPERATURE = 0.8
 

@@ -113,7 +113,7 @@ def test_canned_backend_run_writes_a_finished_record(env, tmp_path):
 RESUME_SCRIPT = """
 import sys
 from harness import cli
-from harness.step import Step
+from harness.training.step import Step
 
 run = Step.run
 def crash_at_third_step(self, engine, n, examples):
@@ -157,7 +157,7 @@ def test_canned_backend_resumes_a_crashed_run_as_if_uninterrupted(env, tmp_path,
 SIGTERM_SCRIPT = """
 import os, signal, sys
 from harness import cli
-from harness.step import Step
+from harness.training.step import Step
 
 run = Step.run
 def sigterm_in_second_step(self, engine, n, examples):

@@ -11,9 +11,9 @@ import torch
 from toy_task import ToyTask, tiny_config
 
 from harness.backends.local import LocalBackend
-from harness.backends.rollout import fit_prompts
 from harness.models import chat_prompt_ids, load_model
 from harness.records import RunRecord, load_record
+from harness.training.batch import fit_prompts
 from tasks.base import Example
 from tasks.data_source import load_examples
 

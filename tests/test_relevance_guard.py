@@ -7,8 +7,8 @@ import pytest
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import ToyTask, tiny_config, train_run
 
-from harness.backends.relevance_guard import RelevanceUnavailable
 from harness.records import load_record
+from harness.training.relevance_guard import RelevanceUnavailable
 
 
 class BlocklessToy(ToyTask):

@@ -9,7 +9,6 @@ import torch
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import ToyTask
 
-from harness.backends.rollout import Rollout
 from harness.models import chat_prompt_ids, load_model
 from harness.replay import (
     ReplayEngine,
@@ -21,6 +20,7 @@ from harness.replay import (
     stat_chunk_positions,
 )
 from harness.replay_builders import leave_one_out, replay_for
+from harness.training.batch import Rollout
 from tasks.base import Verdict
 from tasks.data_source import load_examples
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from algorithms import RolloutBatch, get_algorithm
-from harness.backends.rollout import reward_lows
+from harness.training.batch import reward_lows
 from tasks.registry import make_task
 
 # early tool-calling training: format often right, correctness near zero on average

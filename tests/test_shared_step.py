@@ -1,4 +1,4 @@
-"""Every backend runs the same step object (:class:`harness.step.Step`): with ``MRBENCH_STEP_PROBE``
+"""Every backend runs the same step object (:class:`harness.training.step.Step`): with ``MRBENCH_STEP_PROBE``
 set, the Step appends each phase it runs to a file in the record, and the phases come in the same
 order, step after step, on the local backend (tiny-random) and the plugin example's engine. (The
 openrlhf backend's check rides on the real CPU run of ``tests/test_openrlhf_cpu_runs.py``.)"""
@@ -10,7 +10,7 @@ from test_plugin_examples import canned_run, env, mrbench  # noqa: F401  (env: a
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import tiny_config, train_run
 
-from harness.step import PROBE_ENV, STEP_PHASES, probe_phases
+from harness.training.phases import PROBE_ENV, STEP_PHASES, probe_phases
 
 PROBE_FILE = "step_probe.jsonl"
 

@@ -1,7 +1,7 @@
 """The training step's behaviour pinned on fixed seeds: tiny local runs (``tiny-random`` on the toy
 task) must write the ``metrics.jsonl``, ``samples.jsonl`` and ``credit.jsonl`` rows stored under
 ``tests/data/step_golden/``, which were written by the commit before the step was written once
-(``harness/step.py``), so the move changed nothing a run records.
+(``harness/training/step.py``), so the move changed nothing a run records.
 
 Compared: every key of every stored row, apart from the ``time_*`` keys (wall-clock seconds, the
 one thing that differs between two runs of the same seed); keys a newer step adds are allowed.

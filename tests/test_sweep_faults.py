@@ -26,10 +26,10 @@ from sweep_fixtures import REPO, TINY_SET, cell_dirs, child_env, wait_for, write
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
 from harness import cli
-from harness.backends import stop_signal
 from harness.records import checkpoint_step, lock_held
 from harness.sweep.grid import GridError, expand, load_grid
 from harness.sweep.status import FINISHED, INTERRUPTED, RUNNING, SweepLog, cell_state
+from harness.training import stop_signal
 from mrbench_core.sweep_cell import CELL_ENV
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

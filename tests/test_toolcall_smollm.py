@@ -21,8 +21,9 @@ from tasks.toolcall.task import ToolCallTask
 
 @pytest.mark.slow
 def test_smollm2_on_demo_and_bfcl_prompts() -> None:
-    from harness.backends.rollout import decode_response, sample
+    from harness.backends.rollout import sample
     from harness.models import EMBEDDED_SMOLLM2, chat_prompt_ids, eos_ids, load_model
+    from harness.training.batch import decode_response
 
     torch.manual_seed(0)
     loaded = load_model(EMBEDDED_SMOLLM2)

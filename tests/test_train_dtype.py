@@ -12,10 +12,10 @@ from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from algorithms import get_algorithm
 from harness import models, system
 from harness.backends.local import LocalBackend
-from harness.backends.rollout import Rollout
 from harness.backends.update import PolicyUpdate
 from harness.config import OptimConfig, RunConfig
 from harness.models import ModelError, load_model, resolve_train_dtype
+from harness.training.batch import Rollout
 from tasks.base import Example
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

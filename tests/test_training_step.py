@@ -10,13 +10,13 @@ from toy_task import tiny_config, train_run
 
 from algorithms import Advantages, RolloutBatch, get_algorithm
 from algorithms.mrtpo import MRTPO
-from harness.backends.rollout import Rollout
 from harness.backends.update import PolicyUpdate, Reference
 from harness.config import OptimConfig
-from harness.credit import store
 from harness.models import load_model
 from harness.replay_builders import ReplayResult
-from harness.step import plan_step, step_advantages
+from harness.training import credit_store
+from harness.training.batch import Rollout
+from harness.training.step import plan_step, step_advantages
 from mrbench_core.replay_kinds import ReplayRequest
 from tasks.base import Example
 
@@ -46,7 +46,7 @@ def test_mrtpo_advantages_are_computed_once_per_step_with_credit_logging(tmp_pat
     assert cfg.output.credit_groups == 1  # the default
     rec = _train(cfg)
     assert counts == {"compute": 2, "needs_replay": 2, "to_batch": 2}
-    rows = store.read_rows(rec.path)  # the credit log still has MRTPO's weights, from the step's one call
+    rows = credit_store.read_rows(rec.path)  # the credit log still has MRTPO's weights, from the step's one call
     assert any(e["w"] is not None for r in rows for e in r["rewards"])
 
 

@@ -156,7 +156,7 @@ def test_step_metrics_count_the_timed_out_responses():
 
     import torch
 
-    from harness.backends.step_metrics import UpdateStats, step_row
+    from harness.training.step_metrics import UpdateStats, step_row
 
     timed_out = SimpleNamespace(verdicts=StallingTask().timeout_verdicts(EXAMPLE, 0.1), response_ids=[1, 2],
                                 truncated=False)

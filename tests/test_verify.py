@@ -63,7 +63,7 @@ def _copy(record: Path, tmp_path: Path) -> Path:
 
 
 def test_the_ignored_keys_are_the_steps_wall_clock_seconds():
-    from harness.step import TIMED_PHASES
+    from harness.training.phases import TIMED_PHASES
 
     assert verify.IGNORED_KEYS == {f"time_{p}" for p in TIMED_PHASES} | {"time_step"}
 

@@ -22,7 +22,7 @@ from harness.backends.local import LocalBackend
 from harness.backends.vllm_rollout import VLLMError, VLLMGenerator, choose_generator, load_into
 from harness.config import SamplingConfig
 from harness.records import RunRecord
-from harness.step import step_seed as _step_seed
+from harness.training.step import step_seed as _step_seed
 from tasks.data_source import load_examples
 
 EOS = [2, 1]  # two end-of-turn ids, as in chat models with <|im_end|> and <eos>

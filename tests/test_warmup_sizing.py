@@ -10,9 +10,9 @@ from toy_task import ToyTask, tiny_config
 
 from algorithms import get_algorithm
 from harness.backends.local import LocalBackend
-from harness.backends.relevance_guard import warmup_shortfall
 from harness.config import resolve
 from harness.records import RunRecord, load_record
+from harness.training.relevance_guard import warmup_shortfall
 
 
 @pytest.mark.parametrize("recipe, pairs, expected", [

@@ -1,11 +1,11 @@
 """The backend contract: what the harness gives a backend, and what a backend must do with it.
 
 A backend trains one cell (task x algorithm x model x seed) and generates with the policy. It
-does not write the training step: the step is mrbench's, written once (:class:`harness.step.Step`:
+does not write the training step: the step is mrbench's, written once (:class:`harness.training.step.Step`:
 plan, sample, score under the verifier budget, replay, advantages, credit rows, update, metrics
-row and samples). A backend writes an **engine** (:class:`harness.step.Engine`): ``sample``, the
+row and samples). A backend writes an **engine** (:class:`harness.training.engine.Engine`): ``sample``, the
 replay's forward passes (``replay``), ``update``, the weight ``sync``, ``save`` and ``load``. The
-loop around the steps is mrbench's too (:class:`harness.backends.run_loop.RunLoop`: resume,
+loop around the steps is mrbench's too (:class:`harness.training.run_loop.RunLoop`: resume,
 checkpoints, signals, the no-signal watch, the time estimate, the progress bar): a backend hands
 it the Step and its engine. Where a framework owns the loop (openrlhf), its hooks call the Step's
 phases one by one, and the backend does what the loop would.
@@ -49,8 +49,8 @@ the backend fit together, using what the backend declares here:
 3. checkpoint under ``record.checkpoint_dir`` (the engine's ``save``, with the step's data
    position ``Step.position``) so that rerunning the same command resumes (``load``) and
    reproduces an uninterrupted run; on SIGTERM/SIGINT checkpoint and raise
-   :class:`KeyboardInterrupt` (:class:`~harness.backends.run_loop.TrainingInterrupted`);
-4. return the run summary (a flat dict; :func:`harness.backends.step_metrics.run_summary`).
+   :class:`KeyboardInterrupt` (:class:`~harness.training.run_loop.TrainingInterrupted`);
+4. return the run summary (a flat dict; :func:`harness.training.step_metrics.run_summary`).
 
 ``RunLoop(step, engine, record, started).run(examples)`` does 2 and 3, and its ``summary()`` is 4.
 

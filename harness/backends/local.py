@@ -1,13 +1,13 @@
 """The local backend: in-process training on CPU or one GPU.
 
 Its loop is "for each step, run the step on this engine": the step is the shared
-:class:`harness.step.Step` (plan, sample, score, replay, advantages, credit rows, update, metrics
+:class:`harness.training.step.Step` (plan, sample, score, replay, advantages, credit rows, update, metrics
 row and samples, in that order; its ALGO LOGIC phases are the algorithm's part, the rest is
 plumbing), and the engine is :class:`harness.backends.local_engine.LocalEngine` (the in-process
 models: sampling, the replay's forward passes, the update, the weight sync, checkpoints), on which
 this backend is built.
 
-The loop is the shared one (:class:`harness.backends.run_loop.RunLoop`): it resumes from the
+The loop is the shared one (:class:`harness.training.run_loop.RunLoop`): it resumes from the
 engine's checkpoint (the data position, the weights, the optimiser and the RNG), checkpoints every
 ``checkpoint_every`` steps and on SIGTERM/SIGINT (then raising :class:`TrainingInterrupted`),
 stops early without signal (:mod:`harness.no_signal`), says the time left and shows the progress.
@@ -33,16 +33,17 @@ from harness.backends.local_engine import (  # noqa: F401  (replay_head_float32 
     exact_replay_batches,
     replay_head_float32,
 )
-from harness.backends.relevance_guard import RelevanceGuard
-from harness.backends.rollout import fit_prompts, greedy_texts
-from harness.backends.run_loop import RunLoop, TrainingInterrupted  # noqa: F401  (imported from here)
+from harness.backends.rollout import greedy_texts
 from harness.backends.vllm_rollout import vllm_refusal, vllm_unavailable
 from harness.config import RunConfig
-from harness.credit.trainlog import CreditLog
 from harness.models import chat_prompt_ids, generation_bytes
 from harness.replay import unwrap
-from harness.step import Step
 from harness.system import native_bf16
+from harness.training.batch import fit_prompts
+from harness.training.credit_log import CreditLog
+from harness.training.relevance_guard import RelevanceGuard
+from harness.training.run_loop import RunLoop, TrainingInterrupted  # noqa: F401  (imported from here)
+from harness.training.step import Step
 from mrbench_core.replay_kinds import ReplayRequest
 from mrbench_core.text_check import check_examples
 from tasks.data_source import load_examples
@@ -72,7 +73,7 @@ class LocalBackend(LocalEngine, Backend):
         self._task = task
         self._guard: RelevanceGuard | None = None
         self.step: Step | None = None  # the run's training step, built once the record is open
-        self.loop: RunLoop | None = None  # the run loop around it (harness.backends.run_loop)
+        self.loop: RunLoop | None = None  # the run loop around it (harness.training.run_loop)
         #: train only the first N steps and checkpoint none (``mrbench verify``: RunLoop's stop_after)
         self.stop_after: int | None = None
         self._init_engine(cfg)
@@ -204,5 +205,5 @@ class LocalBackend(LocalEngine, Backend):
                 "update": self.update_info()}
 
     def _step(self, n: int, examples: list[Any], record: Any) -> dict[str, Any]:
-        """Training step ``n`` (0-based): the shared step on this engine (:meth:`harness.step.Step.run`)."""
+        """Training step ``n`` (0-based): the shared step on this engine (:meth:`harness.training.step.Step.run`)."""
         return self.step.run(self, n, examples)

@@ -1,5 +1,5 @@
 """The local backend's engine: the in-process models and the operations the shared step
-(:class:`harness.step.Step`) asks of them, on CPU or one GPU.
+(:class:`harness.training.step.Step`) asks of them, on CPU or one GPU.
 
 - the policy: float32 master weights (``MASTER_DTYPE``), gradients and optimiser state, optionally
   LoRA (peft), with gradient checkpointing when asked;
@@ -10,7 +10,7 @@
 - the reference policy (initial weights; k3 KL when ``optim.kl_coef > 0``, OPSD's teacher), only
   loaded when needed; with LoRA it is the base model with the adapter disabled.
 
-Engine operations (:class:`harness.step.Engine`):
+Engine operations (:class:`harness.training.engine.Engine`):
 
 - ``sample``: G responses per prompt with the rollout model, keeping the sampled ids; when the
   replay needs the sampling prompt's pass (MRTPO's P_all, CoRT's x+) the sampler records its hidden
@@ -51,8 +51,8 @@ from harness.models import (
 from harness.records import config_fingerprint
 from harness.replay import ReplayEngine
 from harness.replay_builders import ReplayResult, replay_for
-from harness.step import StepPlan
 from harness.system import thread_choice
+from harness.training.engine import StepPlan
 
 #: the dtype of the policy's weights, gradients and optimiser state, whatever the compute dtype
 MASTER_DTYPE = torch.float32
@@ -179,7 +179,7 @@ class LocalEngine:
             self._vllm.close()
             self._vllm = None
 
-    # -- engine operations (harness.step.Engine) -------------------------------------------------
+    # -- engine operations (harness.training.engine.Engine) --------------------------------------
     def sample(self, examples: Sequence[Any], plan: StepPlan, seed: int) -> list[Any]:
         """G responses per prompt with the rollout model (theta_old), recording the sampling pass
         when the replay needs it (vLLM exposes no hidden states: the replay then recomputes it)."""

@@ -33,9 +33,9 @@ from harness.backends.loss import (
     response_logits,
     response_logprobs,
 )
-from harness.backends.rollout import Rollout
-from harness.backends.step_metrics import UpdateStats
 from harness.replay import decoder_and_head, head_logits
+from harness.training.batch import Rollout
+from harness.training.step_metrics import UpdateStats
 
 
 @dataclass

@@ -74,7 +74,7 @@ def cmd_credit(args: argparse.Namespace) -> int:
 
 
 def _record_rows(record: str, step: int | None) -> tuple[list[dict[str, Any]], int | None]:
-    from harness.credit.store import logged_steps, read_rows
+    from harness.training.credit_store import logged_steps, read_rows
 
     steps = logged_steps(record)
     if step is None:

@@ -91,7 +91,7 @@ def run_localize(opts: LocalizeOptions) -> dict[str, Any]:
     if opts.responses:
         rollouts = given_rollouts(tok, eos, load_given(task, opts.responses, opts.data_dir, limit=opts.n))
     else:
-        from harness.backends.rollout import fit_prompts
+        from harness.training.batch import fit_prompts
 
         sampling = SamplingConfig(prompts_per_step=1, temperature=opts.temperature,
                                   max_new_tokens=opts.max_new_tokens)

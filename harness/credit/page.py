@@ -11,7 +11,7 @@ URL fragment, ``PAGE.html#reward=NAME``, so a link (or a headless browser) opens
 given reward; without one it opens on the first reward that was replayed (has relevance q on some
 response), since a reward without q shows no shading. Replayed rewards are marked (a diamond) in
 the control and on the reward chips, and each group's cards follow its prompt (rows from before
-prompts were kept say so instead). The rows (:mod:`harness.credit.rows`) are embedded as JSON.
+prompts were kept say so instead). The rows (:mod:`harness.training.credit_rows`) are embedded as JSON.
 """
 
 from __future__ import annotations

@@ -20,12 +20,13 @@ from typing import Any
 import torch
 
 from algorithms.mrtpo import MRTPOConfig, relevance_weights
-from harness.backends.rollout import Rollout, batch_tensors, decode_response, rollouts_for
-from harness.credit.rows import credit_row, prompt_text
+from harness.backends.rollout import rollouts_for
 from harness.models import chat_prompt_ids
 from harness.replay import ReplayEngine
 from harness.replay_builders import leave_one_out
 from harness.token_align import align
+from harness.training.batch import Rollout, batch_tensors, decode_response
+from harness.training.credit_rows import credit_row, prompt_text
 from mrbench_core.errors import DataError
 from mrbench_core.jsonio import iter_jsonl
 from tasks.base import Example

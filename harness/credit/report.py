@@ -1,6 +1,6 @@
 """The localisation analysis of replayed credit rows: paper Table 4, concentration, correlation.
 
-Input: credit rows (:mod:`harness.credit.rows`) whose pairs were replayed. Per (response, reward)
+Input: credit rows (:mod:`harness.training.credit_rows`) whose pairs were replayed. Per (response, reward)
 instance with a distance profile q:
 
 - Table 4 (instances whose checker read some token and whose profile has some distance): per
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.credit.rows import read_flags
 from harness.credit.stats import concentration_curve, pairwise_correlations, part_share, tokens_for_share
+from harness.training.credit_rows import read_flags
 
 MIN_INSTANCES = 5
 SHARE = 0.8

@@ -7,7 +7,7 @@ child dies with its parent (``PR_SET_PDEATHSIG``: a killed sweep or Ray worker s
 on which the local backend checkpoints), and on KeyboardInterrupt (Ctrl-C, ``ray.cancel``) it is
 sent SIGTERM and given time to checkpoint. Its environment carries ``CELL_ENV``, on which the
 backend handles the first stop signal once and ignores repeats (a dying parent's threads each send
-the parent-death signal; :mod:`harness.backends.stop_signal`), so a killed sweep's cells finish the
+the parent-death signal; :mod:`harness.training.stop_signal`), so a killed sweep's cells finish the
 step in progress, checkpoint and exit on their own.
 """
 

@@ -1,7 +1,7 @@
 """The ``example-canned`` backend: no language model, only an engine for mrbench's shared step.
 
 Its policy is a softmax over a fixed list of candidate responses, one logit each. The training
-step is mrbench's own (:class:`harness.step.Step`: the prompts, the verifiers under their time
+step is mrbench's own (:class:`harness.training.step.Step`: the prompts, the verifiers under their time
 budget, the algorithm's advantages, the metrics row with its per-reward diagnostics, the sample
 rows); this backend supplies the engine operations the step asks for:
 
@@ -12,7 +12,7 @@ rows); this backend supplies the engine operations the step asks for:
 - ``save`` / ``load``: the logits, the step counter and the data position, in ``canned.json``.
 
 Its ``train`` loads the data, opens the record and hands the step to mrbench's run loop
-(:class:`harness.backends.run_loop.RunLoop`), which resumes from ``load``, checkpoints with
+(:class:`harness.training.run_loop.RunLoop`), which resumes from ``load``, checkpoints with
 ``save`` every ``checkpoint_every`` steps and at the end, on SIGTERM/SIGINT checkpoints and raises
 ``TrainingInterrupted``, and warns (or, with ``schedule.stop_without_signal``, stops) when no
 reward varies in any group. ``generate`` returns the most likely candidate.
@@ -32,10 +32,10 @@ from typing import Any
 import torch
 
 from harness.backends.base import Backend
-from harness.backends.rollout import Rollout
-from harness.backends.run_loop import RunLoop
-from harness.backends.step_metrics import UpdateStats
-from harness.step import Step
+from harness.training.batch import Rollout
+from harness.training.run_loop import RunLoop
+from harness.training.step import Step
+from harness.training.step_metrics import UpdateStats
 from mrbench_core.jsonio import atomic_write_json
 from mrbench_core.replay_kinds import ReplayRequest
 from tasks.data_source import load_examples
@@ -84,7 +84,7 @@ class CannedBackend(Backend):
         loop.run(examples)  # resume (load), then step after step on this engine, checkpointing (save)
         return loop.summary()
 
-    # -- engine operations (harness.step.Engine) -----------------------------------------------------
+    # -- engine operations (harness.training.engine.Engine) ------------------------------------------
     def sample(self, examples: list[Any], plan: Any, seed: int) -> list[Rollout]:
         rng = random.Random(seed)  # the step's seed: the same draws when resumed
         weights = torch.softmax(self.logits, 0).tolist()

@@ -8,7 +8,7 @@ with OpenRLHF's sampling parameters (temperature, top-p, top-k) plus the end-of-
 ``max_new_tokens``, keeps the ids up to and including the end-of-turn id
 (:func:`harness.backends.vllm_rollout.completion_ids`), decodes them as the verifiers read them,
 scores them with the task's verifiers under the run's time budget (``task.verifier_timeout_s``,
-carried in the label; :func:`harness.step.score_response`: off the main thread the verifiers run
+carried in the label; :func:`harness.training.step.score_response`: off the main thread the verifiers run
 in a worker process that is killed past the budget), and returns the response with the label
 carrying the verdicts. OpenRLHF's scalar reward is the mean of the applicable rewards (its logs only).
 """
@@ -23,10 +23,10 @@ from openrlhf.utils.agent import AgentExecutorBase
 
 from harness.backends.openrlhf.labels import decode_label, encode_label, scalar_reward
 from harness.backends.openrlhf.shards import cached_task
-from harness.backends.rollout import decode_response
 from harness.backends.vllm_rollout import completion_ids
 from harness.models import CHATML_TEMPLATE, chat_prompt_ids
-from harness.step import score_response
+from harness.training.batch import decode_response
+from harness.training.step import score_response
 
 
 class MRAgentExecutor(AgentExecutorBase):

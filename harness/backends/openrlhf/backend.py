@@ -137,9 +137,9 @@ class OpenRLHFBackend(Backend):
     # -- training -------------------------------------------------------------------------------------
     def train(self, record: Any) -> dict[str, Any]:
         from algorithms import get_algorithm
-        from harness.backends.rollout import fit_prompts
-        from harness.backends.step_metrics import run_summary
         from harness.no_signal import SignalWatch
+        from harness.training.batch import fit_prompts
+        from harness.training.step_metrics import run_summary
         from tasks.base import Task
         from tasks.registry import make_task
 
@@ -163,7 +163,7 @@ class OpenRLHFBackend(Backend):
                             "prompts_too_long": too_long, "openrlhf": {"command": shell_line(command),
                                                                         "placement": placement(cfg),
                                                                         "precision": precision(cfg).lines(cfg)}})
-        from harness.backends.relevance_guard import RelevanceGuard
+        from harness.training.relevance_guard import RelevanceGuard
 
         RelevanceGuard(algo, task, record).at_start(examples, cfg.schedule.steps)
         write_prompts(paths.prompts, cfg, examples, tokenizer, stop_ids(tokenizer, source))
@@ -172,7 +172,7 @@ class OpenRLHFBackend(Backend):
         outcome = run_process(command, {**os.environ, **self._environment(paths)}, paths)
         done = len(record.metrics())
         if outcome.signal is not None:
-            from harness.backends.run_loop import TrainingInterrupted
+            from harness.training.run_loop import TrainingInterrupted
 
             where = (f"checkpoint written after step {outcome.stopped_after}" if outcome.stopped_after is not None
                      else f"OpenRLHF ended before a checkpoint (exit code {outcome.returncode}); the last periodic "

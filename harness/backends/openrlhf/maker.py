@@ -1,4 +1,4 @@
-"""mrbench's experience maker: OpenRLHF's own, running the shared step's (:class:`harness.step.Step`)
+"""mrbench's experience maker: OpenRLHF's own, running the shared step's (:class:`harness.training.step.Step`)
 plan, replay, advantages and credit rows from OpenRLHF's hooks.
 
 OpenRLHF's ``RemoteExperienceMaker.make_experience_batch`` splits the step's rollout samples into
@@ -7,7 +7,7 @@ calls ``compute_advantages_and_returns``. :class:`MRExperienceMaker` overrides b
 
 - ``make_experience_batch`` first runs the Step's ``plan``, takes the step's rollouts rebuilt from
   the samples (:mod:`.step`; the vLLM workers sampled them and scored them with the Step's own
-  :func:`harness.step.score_response`), and runs the Step's ``replay`` with this maker as its
+  :func:`harness.training.step.score_response`), and runs the Step's ``replay`` with this maker as its
   engine: one shard of whole groups to each policy actor (``mr_replay``, :mod:`.shards`) while
   they still hold the policy that sampled (a kind without forward passes, mrtpo-oracle's read-span
   masks, the Step builds itself); then it runs OpenRLHF's own path unchanged;
@@ -31,7 +31,8 @@ from harness.backends.openrlhf.cell import CellSpec
 from harness.backends.openrlhf.shards import ReplaySettings, ShardResult, make_shards, merge_shards
 from harness.backends.openrlhf.step import rollouts_from_samples, write_advantages
 from harness.replay_builders import ReplayResult
-from harness.step import Step, StepPlan, StepState
+from harness.training.engine import StepPlan
+from harness.training.step import Step, StepState
 
 
 class MRExperienceMaker(RemoteExperienceMaker):

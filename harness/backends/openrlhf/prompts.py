@@ -1,7 +1,7 @@
 """The training prompts of an openrlhf run, written for OpenRLHF's prompt loader.
 
 One row per prompt drawn, in the order the local backend draws them
-(:func:`harness.backends.data_order.examples_at`), so that step n sees the same prompts under
+(:func:`harness.training.data_order.examples_at`), so that step n sees the same prompts under
 either backend; the trainer reads them in file order. Each row's ``input`` is the rendered chat
 prompt (what OpenRLHF logs) and its ``label`` the :mod:`.labels` payload from which the rollout
 worker builds the prompt's token ids itself.
@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.backends.data_order import examples_at
 from harness.backends.openrlhf.labels import Label, encode_label
 from harness.models import CHATML_TEMPLATE, EMBEDDED_SMOLLM2, cache_root, smollm2_checkpoint
+from harness.training.data_order import examples_at
 from mrbench_core.jsonio import atomic_write_text
 
 

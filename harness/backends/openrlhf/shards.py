@@ -60,7 +60,7 @@ class ReplayShard:
     task_options: dict[str, Any]
     settings: ReplaySettings
     rows: list[int]  # the batch rows (sample indices) of this shard, in batch order
-    rollouts: list[Any]  # harness.backends.rollout.Rollout of those rows (no hidden states)
+    rollouts: list[Any]  # harness.training.batch.Rollout of those rows (no hidden states)
     rewards: Tensor  # [len(rows), K]
     group_ids: Tensor  # [len(rows)]
     T: int

@@ -1,8 +1,8 @@
-"""OpenRLHF's side of the shared step (:class:`harness.step.Step`), in mrbench's terms.
+"""OpenRLHF's side of the shared step (:class:`harness.training.step.Step`), in mrbench's terms.
 
 From OpenRLHF's rollout samples (one single-row ``Experience`` per response, groups of G
 consecutive samples per prompt, as OpenRLHF itself assumes) it rebuilds the harness's
-:class:`~harness.backends.rollout.Rollout` s from the token ids and the scored labels, which the
+:class:`~harness.training.batch.Rollout` s from the token ids and the scored labels, which the
 Step takes as the step's rollouts (so the rewards ``[B, K]``, the response mask ``[B, T]``, the
 replay and the token advantages are the local backend's); writes the Step's advantages into the
 experiences' frame; and turns OpenRLHF's training status into the update statistics and the
@@ -19,8 +19,8 @@ from torch import Tensor
 
 from harness.backends.openrlhf.frame import scatter_rows, split_sequence
 from harness.backends.openrlhf.labels import decode_label
-from harness.backends.rollout import Rollout
-from harness.backends.step_metrics import UpdateStats
+from harness.training.batch import Rollout
+from harness.training.step_metrics import UpdateStats
 
 
 class StepError(ValueError):
@@ -79,7 +79,7 @@ def update_stats(status: dict[str, Any]) -> UpdateStats:
 
 def step_times(status: dict[str, Any], seconds: dict[str, float]) -> dict[str, float]:
     """The phase times of the step's metrics row, from OpenRLHF's ``timing/*`` status and the Step's
-    own ``seconds`` (:class:`harness.step.PhaseTimes`): ``time_generate`` is OpenRLHF's
+    own ``seconds`` (:class:`harness.training.phases.PhaseTimes`): ``time_generate`` is OpenRLHF's
     generation (the verifiers run inside it, in the rollout workers; ``time_score`` is their summed
     seconds), ``time_replay`` the replay on the actors, ``time_credit`` the credit rows,
     ``time_update`` the PPO update plus the weight broadcast to vLLM, ``time_step`` OpenRLHF's total."""

@@ -10,8 +10,8 @@ Ray refuses to subclass a class it has made remote, so both subclass the undecor
   once OpenRLHF has built its actor trainer, makes it run mrbench's policy objective, the one the
   local backend's update runs (:mod:`.update`).
 - :class:`MRPPOTrainerImpl` puts :class:`~.maker.MRExperienceMaker` in place of OpenRLHF's and
-  gives the maker's shared step (:class:`harness.step.Step`) the record, the credit log
-  (``credit.jsonl``, :class:`harness.credit.trainlog.CreditLog`) and the relevance guard; reads
+  gives the maker's shared step (:class:`harness.training.step.Step`) the record, the credit log
+  (``credit.jsonl``, :class:`harness.training.credit_log.CreditLog`) and the relevance guard; reads
   the prompts in file order (mrbench's data order) instead of shuffled, adds top-k to the sampling
   parameters, tells the maker the step, and after each step finishes it: OpenRLHF's update
   statistics, then the Step's metrics row and sample rows (rows after the checkpoint it resumes
@@ -78,9 +78,9 @@ class MRPPOTrainerImpl(_TrainerBase):
                  reference_model_group, vllm_engines, **generate_kwargs):
         super().__init__(pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
                          reference_model_group, vllm_engines, **generate_kwargs)
-        from harness.backends.relevance_guard import RelevanceGuard
-        from harness.credit.trainlog import CreditLog
         from harness.records import RunRecord
+        from harness.training.credit_log import CreditLog
+        from harness.training.relevance_guard import RelevanceGuard
 
         self.cell = current_cell()
         self.mr_cfg = self.cell.cfg

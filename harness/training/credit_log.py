@@ -2,7 +2,7 @@
 
 ``output.credit_groups`` groups are logged per step (0 turns logging off): the first groups of the
 step's batch, whose prompts are already a seeded random draw from the data. For each of their
-responses the row (:mod:`harness.credit.rows`) keeps the relevance q the replay computed (null for
+responses the row (:mod:`harness.training.credit_rows`) keeps the relevance q the replay computed (null for
 pairs not replayed: rewards that did not vary in the group, or steps without replay), the
 per-reward weights w of an MRTPO-family algorithm (``Advantages.reward_weights``, from the step's
 one call of ``advantages``; null for other algorithms) and the token advantages the update used; a
@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from harness.credit.rows import credit_row, prompt_text
-from harness.credit.store import append_rows, drop_after
 from harness.token_align import align
+from harness.training.credit_rows import credit_row, prompt_text
+from harness.training.credit_store import append_rows, drop_after
 
 
 class CreditLog:

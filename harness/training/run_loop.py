@@ -1,10 +1,10 @@
 """The run loop, written once: a backend that drives the training step itself (``local``, a plugin's
-engine) runs the shared step (:class:`harness.step.Step`) for each step on its engine, and
+engine) runs the shared step (:class:`harness.training.step.Step`) for each step on its engine, and
 everything around the steps is here:
 
 - resume: the engine's checkpoint (``load``: steps done, data position), then the metrics rows
   and credit rows of later steps dropped, and the no-signal watch replaying the rows kept;
-- SIGTERM/SIGINT (:mod:`harness.backends.stop_signal`: one signal, handled once): the step in
+- SIGTERM/SIGINT (:mod:`harness.training.stop_signal`: one signal, handled once): the step in
   progress finishes, a checkpoint is written and :class:`TrainingInterrupted` is raised;
 - checkpoints: the engine's ``save`` every ``schedule.checkpoint_every`` steps, on a stop and
   after the last step;
@@ -26,11 +26,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.backends import stop_signal
-from harness.backends.step_metrics import run_summary
 from harness.no_signal import SignalWatch
 from harness.run_estimate import RunClock
-from harness.step import Engine, Step
+from harness.training import stop_signal
+from harness.training.engine import Engine
+from harness.training.step import Step
+from harness.training.step_metrics import run_summary
 
 
 class TrainingInterrupted(KeyboardInterrupt):

@@ -1,7 +1,7 @@
 """What a training process does when SIGTERM or SIGINT arrives: one signal, handled once.
 
 The first signal asks the backend to stop after the step in progress, write a checkpoint and raise
-:class:`~harness.backends.run_loop.TrainingInterrupted` (:func:`stop_reason`). What a repeat does
+:class:`~harness.training.run_loop.TrainingInterrupted` (:func:`stop_reason`). What a repeat does
 depends on who sends it:
 
 - in an interactive run a second Ctrl-C is a person insisting: :class:`KeyboardInterrupt` at

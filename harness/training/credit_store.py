@@ -1,4 +1,4 @@
-"""``credit.jsonl``: credit rows (:mod:`harness.credit.rows`), appended once per training step.
+"""``credit.jsonl``: credit rows (:mod:`harness.training.credit_rows`), appended once per training step.
 
 The file only grows during a run: a step's rows go out in one append (never a rewrite of the
 file), so logging costs the same at step 300 as at step 1. A run stopped mid-write may leave a

@@ -11,7 +11,7 @@ non-NaN pairs), ``replay_sequences`` (forward passes' sequences), ``adv_abs_mean
 ``entropy`` (when the entropy term is on), ``grad_norm`` (before clipping, max over mini-batches),
 ``ratio_max``, the algorithm's own metrics as ``algo/<key>``, and the seconds spent in
 ``time_generate``, ``time_score``, ``time_replay``, ``time_update``, ``time_credit`` (writing the
-credit rows, :mod:`harness.credit.trainlog`) and ``time_step``, and ``verifier_timeouts``: the
+credit rows, :mod:`harness.training.credit_log`) and ``time_step``, and ``verifier_timeouts``: the
 responses whose verifiers ran past ``task.verifier_timeout_s`` (every reward of such a response
 has its failure value, reason ``timeout``: :meth:`tasks.base.Task.score_within`).
 """
