@@ -103,6 +103,17 @@ class ScoredFile:
         return out
 
 
+def json_line(obj: Any) -> str:
+    """``obj`` as one JSON line in UTF-8; where a string holds a lone surrogate (a response may: JSON
+    escapes carry them), which UTF-8 cannot encode, every non-ASCII character is written escaped."""
+    text = json.dumps(obj, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj, ensure_ascii=True, default=str)
+    return text
+
+
 def _reward_not_computed(scored: dict[str, Any]) -> str | None:
     for name in scored["reward_names"]:
         if scored["rewards"][name] is None:
@@ -120,7 +131,7 @@ def score_file(task_name: str, data: str, out: str, *, data_dir: str | None = No
         scored = score_row(task, row, where=str(data), lineno=lineno, data_dir=data_dir, time_budget_s=time_budget_s)
         if any(d["reason"] == TIMEOUT_REASON for d in scored["details"].values()):
             result.timeouts.append(f"row {lineno}")
-        lines.append(json.dumps(scored, ensure_ascii=False, default=str))
+        lines.append(json_line(scored))
         result.rows += 1
         for name in scored["reward_names"]:
             result.add(family(name), scored["rewards"][name])
