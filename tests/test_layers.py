@@ -1,9 +1,10 @@
 """The package layers: mrbench_core at the bottom; algorithms and tasks are leaves; evals may use
-tasks; harness orchestrates them all. Each is imported alone in a fresh interpreter. Inside a
-package no two modules import each other, directly or through others (a static scan that counts
-imports inside functions and under ``if TYPE_CHECKING:`` too). Inside ``harness/`` the rooms (its
-files and folders) stand in floors, each above what it imports: no arrow runs back up, no rooms
-import each other round a loop."""
+tasks; harness orchestrates them all; mrbench_integrations (the TRL and verl adapters) uses tasks
+and imports neither framework. Each is imported alone in a fresh interpreter. Inside a package no
+two modules import each other, directly or through others (a static scan that counts imports
+inside functions and under ``if TYPE_CHECKING:`` too). Inside ``harness/`` the rooms (its files
+and folders) stand in floors, each above what it imports: no arrow runs back up, no rooms import
+each other round a loop."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ LAYERS = {
     "algorithms": ["harness", "evals", "tasks"],
     "tasks": ["harness", "evals", "algorithms", "torch"],
     "evals": ["harness", "algorithms"],
+    # the TRL and verl adapters: tasks' verifiers only; the frameworks call them, they import neither
+    "mrbench_integrations": ["harness", "evals", "algorithms", "torch", "trl", "verl", "datasets"],
 }
 #: modules whose import loads the layer's real code, not just its __init__
 DEEP = {
@@ -31,6 +34,8 @@ DEEP = {
     "tasks": ["tasks.registry", "tasks.base", "tasks.toolcall.task", "tasks.text2sql.task", "tasks.ifollow.task"],
     "evals": ["evals.registry", "evals.runner", "evals.bfcl", "evals.text2sql", "evals.ifollow",
               "evals.ifollow_heldout", "evals.ifollow_judge"],
+    "mrbench_integrations": ["mrbench_integrations.task_rewards", "mrbench_integrations.trl",
+                             "mrbench_integrations.verl", "mrbench_integrations.verl_parquet"],
 }
 
 
@@ -54,7 +59,7 @@ def test_layer_loads_nothing_above_it(layer: str) -> None:
 # no import cycle inside a package (module-level and function-level imports alike)
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("mrbench_core", "algorithms", "tasks", "evals", "harness")
+PACKAGES = ("mrbench_core", "algorithms", "tasks", "evals", "harness", "mrbench_integrations")
 
 
 def module_names(root: Path, package: str) -> dict[str, Path]:
