@@ -7,11 +7,11 @@
     mrbench score TASK --data FILE.jsonl --out FILE.jsonl [--data-dir DIR]
     mrbench eval NAME (--predictions FILE [--format F] | --model M) --out DIR [--data-dir DIR] [--categories C ...]
     mrbench eval NAME NAME ... --model M --out DIR   (several benchmarks, with cross-benchmark averages)
-    mrbench leaderboard [--root results] [--out FILE.md]
+    mrbench leaderboard [--root results] [--out FILE.md] [--pool-across-versions]
     mrbench sweep GRID.yaml [--executor inline|local|ray] [--jobs N] [--address A] [--root DIR] [--reuse-from DIR]
                  [--dry-run | --status]
                  [--until-resolved [--baseline ALGO] [--metric BENCH/KEY] [--effect E] [--max-seeds N] [--round-size K]]
-    mrbench report --root DIR --out DIR [--baseline gdpo] [--threshold X] [--min-seeds 3]
+    mrbench report --root DIR --out DIR [--baseline gdpo] [--threshold X] [--min-seeds 3] [--pool-across-versions]
     mrbench verify RECORD [--steps 2]              rerun a record's first steps here: does it reproduce?
     mrbench credit RECORD [--step N] --out PAGE.html       per-token credit page (or --model M --task T --data F)
     mrbench localize [--model M] [--task T] [--n 32] --out DIR   where each reward's replay distance falls
@@ -28,6 +28,9 @@ from mrbench_core.errors import DataError
 from mrbench_core.registry import RegistryError, UnknownNameError
 
 CONFIG_SHORTCUTS = ("task", "algo", "model", "seed", "backend")
+POOL_HELP = ("one row per configuration even where its records' numerics differ (another commit, device class or "
+             "versions; a record without a fingerprint counts as unknown); the output says which rows mix. Default: "
+             "such records are separate rows, labelled by what differs (docs/comparability.md)")
 #: ``mrbench eval --model``: the default bound on a benchmark's estimated generation time
 DEFAULT_MAX_MINUTES = 60.0
 #: the exit status after Ctrl-C / SIGTERM (128 + SIGINT, as a shell reports it)
@@ -155,7 +158,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from harness.leaderboard import build_leaderboard
 
-    table = build_leaderboard(args.root, args.out)
+    table = build_leaderboard(args.root, args.out, args.pool_across_versions)
     print(table)
     return 0
 
@@ -178,7 +181,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     written = write_report(ReportOptions(root=args.root, out=args.out, baseline=args.baseline,
                                          threshold=args.threshold, min_seeds=args.min_seeds, effect=args.effect,
-                                         strict=args.strict))
+                                         strict=args.strict, pool_across_versions=args.pool_across_versions))
     width = max(60, min(100, shutil.get_terminal_size((100, 24)).columns - 1))
     lines = verdict_lines(written.verdict, width)
     for line in lines:
@@ -300,12 +303,14 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
                          "bound and no estimate)")
 
     lb = sub.add_parser("leaderboard", help="aggregate run records across seeds, one row per configuration",
-                        description=_wrapped("One row per configuration, grouped as `mrbench report` groups them "
-                                             "(every setting but the seed, output and execution fields), then "
+                        description=_wrapped("One row per configuration and numerics, grouped as `mrbench report` "
+                                             "groups them (every setting but the seed, output and execution "
+                                             "fields; records whose numerics may differ apart), then "
                                              "which records each row merged, which configurations of the same "
                                              "algorithm and model it kept apart, and which records it left out."))
     lb.add_argument("--root", default="results", help="the directory holding the run records (default: results)")
     lb.add_argument("--out", help="also write the table (Markdown) here")
+    lb.add_argument("--pool-across-versions", action="store_true", help=POOL_HELP)
 
     sw = sub.add_parser("sweep", help="run a grid of cells (tasks x algorithms x models x seeds ...)",
                         description=_wrapped("Expand a grid file into cells, each with its own record directory, "
@@ -359,6 +364,7 @@ def build_parser(help_algorithm: str | None = None, with_config_fields: bool = F
                     "test detects it at 80%% power (default: one point of each column's scale, 0.01 for shares)")
     rp.add_argument("--strict", action="store_true", help="exit 2 when the root holds no finished run "
                     "(default: a warning, and an empty report)")
+    rp.add_argument("--pool-across-versions", action="store_true", help=POOL_HELP)
 
     vf = sub.add_parser("verify", help="rerun a record's first steps on this machine and say whether they reproduce it",
                         description=_wrapped("Rerun the first --steps steps of a record from its config.json and seed, "

@@ -16,7 +16,8 @@ from scipy import stats as sps
 from harness import cli
 from harness.base_model import base_identity, base_record_dir
 from harness.config import resolve
-from harness.records import RunRecord
+from harness.numerics import completed
+from harness.records import RunRecord, git_commit, library_versions
 from mrbench_core.jsonio import atomic_write_json
 
 ACC = {0: 0.62, 1: 0.66, 2: 0.64}
@@ -45,7 +46,9 @@ def _base(root, value, model="tiny-random"):
     path = base_record_dir(root, config)
     path.mkdir(parents=True)
     atomic_write_json(path / "config.json", base_identity(config))
-    atomic_write_json(path / "provenance.json", {"status": "finished", "record": "base"})
+    git, versions = git_commit(), library_versions()  # and the numerics block, as a record made here gets it
+    atomic_write_json(path / "provenance.json", {"status": "finished", "record": "base", "git": git,
+                                                 "versions": versions, "numerics": completed(None, git, versions)})
     atomic_write_json(path / "eval.json", {"benchmarks": {"ifollow-heldout": {"summary": {
         "instruction_level": value}, "cases": 4}}, "eval_limit": 4})
     return path

@@ -13,8 +13,11 @@ From each record:
 
 Records are grouped by their configuration (the algorithm's parameters resolved, so records
 written before ``config.json`` stored resolved ones group with newer ones) less the seed, the output place and execution-only
-fields: one group is one row (algorithm, model and, where rows of the same algorithm and model
-differ, the differing settings, e.g. ``mrtpo (beta=0.25)``). A base record
+fields, and by their numerics (:mod:`harness.report.pooling`: the fingerprint, or for a record
+without one its commit and versions): one group is one row (algorithm, model and, where rows of
+the same algorithm and model differ, the differing settings, e.g. ``mrtpo (beta=0.25)``, and
+what sets apart the numerics of one configuration's rows, e.g. ``gdpo (commit 311470f,
+fingerprint unknown)``). ``--pool-across-versions`` groups by configuration alone. A base record
 (:mod:`harness.base_model`) is a group of its own, ``base``.
 
 A value that is not a finite number (NaN, Infinity) is kept out of every mean, interval and curve,
@@ -34,6 +37,7 @@ from typing import Any
 from harness.base_model import BASE, is_base
 from harness.metric_names import reward_mean_name
 from harness.records import EXECUTION_FIELDS, RecordError, config_identity, find_records, load_record
+from harness.report.pooling import Numerics, apart, describe, disagreement, read_numerics, split_labels
 from harness.resolved import resolved_config
 
 ALL = "all"
@@ -52,10 +56,16 @@ class Run:
     bad_evals: dict[str, str] = field(default_factory=dict)   # column -> "NaN" / "inf" / "-inf", left out
     bad_finals: dict[str, str] = field(default_factory=dict)  # family -> "NaN", left out
     notes: list[str] = field(default_factory=list)           # each value left out, and why
+    numerics: Numerics | None = None  # what decides its numbers beyond its configuration (harness.report.pooling)
 
     @property
     def is_base(self) -> bool:
         return is_base(self.config)
+
+    @property
+    def values(self) -> dict[str, float]:
+        """Every number the run gives: its benchmark numbers and final training rewards (``train/<family>``)."""
+        return {**self.evals, **{f"train/{fam}": v for fam, v in self.finals.items()}}
 
 
 @dataclass
@@ -68,10 +78,20 @@ class Group:
     settings: dict[str, Any]   # the flattened config less seed, output and execution fields
     runs: list[Run] = field(default_factory=list)
     label: str = ""
+    pool_key: tuple | None = None  # its records' numerics key; None: pooled across versions on purpose
 
     @property
     def seeds(self) -> list[int]:
         return sorted(r.seed for r in self.runs)
+
+    @property
+    def numerics(self) -> list[Numerics]:
+        return [r.numerics for r in sorted(self.runs, key=lambda r: r.seed) if r.numerics is not None]
+
+    @property
+    def numerics_text(self) -> str:
+        """Its records' numerics in full (fingerprints, commits, device, versions)."""
+        return describe(self.numerics) if self.numerics else "not recorded"
 
     @property
     def is_base(self) -> bool:
@@ -218,7 +238,8 @@ def read_run(path: Path, rec: dict[str, Any]) -> Run:
     evals = eval_numbers(rec.get("eval"), notes, bad_evals)
     seed = rec["config"].get("seed")
     return Run(path=str(path), seed=int(seed) if seed is not None else 0, config=rec["config"], evals=evals,
-               finals=finals, curves=curves, steps=last, bad_evals=bad_evals, bad_finals=bad_finals, notes=[f"{path}: {n}" for n in notes])
+               finals=finals, curves=curves, steps=last, bad_evals=bad_evals, bad_finals=bad_finals,
+               notes=[f"{path}: {n}" for n in notes], numerics=read_numerics(path, rec["provenance"]))
 
 
 def collect(root: str | Path) -> tuple[list[Run], list[str]]:
@@ -257,35 +278,66 @@ def short_names(keys: list[str]) -> dict[str, str]:
     return out
 
 
-def group_runs(runs: list[Run]) -> tuple[dict[str, list[Group]], list[str]]:
+def _left_out(run: Run, kept: Run, pooled: bool) -> str:
+    """Why a second record of a seed is left out, whether it agrees with the one kept, and (pooled
+    across versions) what sets their numerics apart."""
+    same = "configuration" if pooled else "configuration and numerics"
+    text = f"{run.path}: left out: a second record of seed {run.seed} of the same {same} (kept: {kept.path}); "
+    text += disagreement(run.values, kept.values)
+    if pooled and run.numerics is not None and kept.numerics is not None and run.numerics.key != kept.numerics.key:
+        text += f"; their numerics differ (this one against the one kept: {apart(run.numerics, kept.numerics)})"
+    return text
+
+
+def _label(groups: list[Group]) -> None:
+    """Each row's label: its algorithm, then the settings that set it apart from the rows of its task,
+    algorithm and model, then, for rows of one configuration kept apart by their numerics, what
+    differs (commit, device, versions) and the fingerprint."""
+    keys = sorted({k for g in groups for k in g.settings})
+    differing = [k for k in keys if len({repr(g.settings.get(k)) for g in groups}) > 1]
+    names = short_names(differing)
+    parts = {id(g): [", ".join(f"{names[k]}={g.settings.get(k, 'unset')}" for k in differing)] for g in groups}
+    same: dict[str, list[Group]] = defaultdict(list)
+    for g in groups:
+        same[repr(sorted(g.settings.items()))].append(g)
+    for split in same.values():
+        if len(split) > 1:
+            for g, text in zip(split, split_labels([g.numerics for g in split])):
+                parts[id(g)].append(text)
+    for g in groups:
+        extra = "; ".join(p for p in parts[id(g)] if p)
+        g.label = f"{g.algo} ({extra})" if extra else g.algo
+
+
+def group_runs(runs: list[Run], pool_across_versions: bool = False) -> tuple[dict[str, list[Group]], list[str]]:
     """task -> rows (groups of seeds), ordered by model then algorithm then label; and a line for
-    each run left out (a second record of a seed already in its row)."""
+    each run left out (a second record of a seed already in its row, and whether the two agree).
+
+    A row is one configuration (:func:`settings_of`) and one numerics key
+    (:mod:`harness.report.pooling`): records of one configuration whose numerics may differ are
+    separate rows, labelled by what differs. ``pool_across_versions``: one row per configuration,
+    whatever its records' numerics (``Group.pool_key`` None)."""
     groups: dict[str, Group] = {}
     problems: list[str] = []
     for run in runs:
         settings = settings_of(run.config)
-        key = repr(sorted(settings.items(), key=lambda kv: kv[0]))
+        pool_key = None if pool_across_versions or run.numerics is None else run.numerics.key
+        key = repr((sorted(settings.items(), key=lambda kv: kv[0]), pool_key))
         if key not in groups:
             cfg = run.config
             algo = BASE if run.is_base else cfg["algo"]["name"]
-            groups[key] = Group(cfg["task"]["name"], algo, cfg["model"]["name"], settings)
+            groups[key] = Group(cfg["task"]["name"], algo, cfg["model"]["name"], settings, pool_key=pool_key)
         group = groups[key]
         if run.seed in group.seeds:
-            other = next(r.path for r in group.runs if r.seed == run.seed)
-            problems.append(f"{run.path}: left out: a second record of seed {run.seed} of the same configuration "
-                            f"(kept: {other})")
+            kept = next(r for r in group.runs if r.seed == run.seed)
+            problems.append(_left_out(run, kept, pool_across_versions))
             continue
         group.runs.append(run)
     siblings: dict[tuple[str, str, str], list[Group]] = defaultdict(list)
     for g in groups.values():
         siblings[(g.task, g.algo, g.model)].append(g)
     for same in siblings.values():
-        keys = sorted({k for g in same for k in g.settings})
-        differing = [k for k in keys if len({repr(g.settings.get(k)) for g in same}) > 1]
-        names = short_names(differing)
-        for g in same:
-            extra = ", ".join(f"{names[k]}={g.settings.get(k, 'unset')}" for k in differing)
-            g.label = f"{g.algo} ({extra})" if extra else g.algo
+        _label(same)
     by_task: dict[str, list[Group]] = defaultdict(list)
     for g in sorted(groups.values(), key=lambda g: (g.task, g.model, not g.is_base, g.algo, g.label)):
         by_task[g.task].append(g)

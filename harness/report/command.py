@@ -31,6 +31,7 @@ class ReportOptions:
     min_seeds: int = 3
     effect: float | None = None   # the effect seeds-needed is for (None: one point of each column's scale)
     strict: bool = False          # an empty root is an error, not a warning
+    pool_across_versions: bool = False  # one row per configuration, whatever its records' numerics
 
 
 def build_reports(opts: ReportOptions) -> tuple[list[TaskReport], int, list[str]]:
@@ -38,9 +39,10 @@ def build_reports(opts: ReportOptions) -> tuple[list[TaskReport], int, list[str]
     if not Path(opts.root).is_dir():
         raise FileNotFoundError(f"--root {opts.root}: no such directory")
     runs, problems = collect(opts.root)
-    by_task, more = group_runs(runs)
+    by_task, more = group_runs(runs, opts.pool_across_versions)
     design = read_design(opts.root)  # an adaptive sweep's root: its intervals are confidence sequences
-    reports = [task_report(task, groups, opts.baseline, opts.threshold, opts.min_seeds, opts.effect, design)
+    reports = [task_report(task, groups, opts.baseline, opts.threshold, opts.min_seeds, opts.effect, design,
+                           opts.pool_across_versions)
                for task, groups in by_task.items()]
     return reports, len(runs) - len(more), problems + more
 

@@ -10,7 +10,8 @@ import json
 import math
 from typing import Any
 
-from harness.report.render import CSV_FIELDS, design_of, detectable_text, method_note, rules_out_text, seeds_text
+from harness.report.method import method_note
+from harness.report.render import CSV_FIELDS, design_of, detectable_text, pooled_of, rules_out_text, seeds_text
 from harness.report.stats import Comparison
 from harness.report.tables import StatCell, TaskReport
 from harness.report.verdict import verdict_paragraphs
@@ -48,9 +49,12 @@ def to_json(reports: list[TaskReport], root: str, problems: list[str], baseline:
     for rep in reports:
         tasks[rep.task] = {
             "tables": [{"title": t.title, "columns": t.columns, "effects": t.effects,
+                        "holm_families": {("vs_baseline" if kind == "vs" else "gain_over_base"): {
+                            "size": f.size, "rows": f.rows, "columns": f.columns, "text": f.text(t.short or t.title)}
+                            for kind, f in t.families.items()},
                         "rows": [{"label": r.label, "algorithm": r.algo, "model": r.model, "seeds": r.seeds,
                                   "is_baseline": r.is_baseline, "baseline": r.baseline_label, "is_base": r.is_base,
-                                  "base": r.base_label,
+                                  "base": r.base_label, "numerics": r.numerics,
                                   "iqm": None if r.iqm is None else {"value": r.iqm[0], "ci": [r.iqm[1], r.iqm[2]]},
                                   "cells": {c: _cell(cell) for c, cell in r.cells.items()}}
                                  for r in t.rows]} for t in rep.tables],
@@ -63,7 +67,8 @@ def to_json(reports: list[TaskReport], root: str, problems: list[str], baseline:
             "figures": rep.figures,
         }
     data = {"root": root, "baseline": baseline, "min_seeds": min_seeds, "effect": effect,
-            "method": method_note(baseline, min_seeds, effect, design_of(reports)), "verdict": verdict_paragraphs(reports),
+            "method": method_note(baseline, min_seeds, effect, design_of(reports), pooled_of(reports)),
+            "pool_across_versions": pooled_of(reports), "verdict": verdict_paragraphs(reports),
             "tasks": tasks, "left_out": problems}
     return strict_json(data)
 

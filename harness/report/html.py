@@ -16,16 +16,9 @@ from html import escape
 from pathlib import Path
 
 from harness.report.figures import report_window
+from harness.report.method import diff_cell_note, method_note
 from harness.report.notes import CELL_N_NOTE, DIFF_N_NOTE, n_notes
-from harness.report.render import (
-    DIFF_CELL_NOTE,
-    design_of,
-    gain_cells,
-    method_note,
-    stat_text,
-    threshold_text,
-    vs_cells,
-)
+from harness.report.render import design_of, gain_cells, pooled_of, stat_text, threshold_text, vs_cells
 from harness.report.tables import TaskReport
 from harness.report.verdict import verdict_parts
 
@@ -78,7 +71,7 @@ def _table(head: list[str], body: list[tuple[list[tuple], bool]], css_class: str
     return out
 
 
-def _differences(table, cells_of, css_class: str, highlight) -> list[str]:
+def _differences(table, cells_of, css_class: str, highlight, design=None) -> list[str]:
     """A difference table, one number per cell (its full text as the cell's tooltip), and the full
     texts as notes under it."""
     body, notes = [], []
@@ -93,7 +86,7 @@ def _differences(table, cells_of, css_class: str, highlight) -> list[str]:
     out = _table(["algorithm", "model", *table.columns], body, css_class)
     out += [f'<p class="note">{escape(n)}</p>' for n in n_notes(notes, DIFF_N_NOTE)]
     if notes:
-        out += [f'<p class="note">{escape(DIFF_CELL_NOTE)}</p>',
+        out += [f'<p class="note">{escape(diff_cell_note(design))}</p>',
                 '<details class="cell-notes"><summary>Intervals, verdicts and the smallest detectable effects</summary>',
                 '<ul class="cell-notes">', *notes, "</ul></details>"]
     return out
@@ -145,7 +138,7 @@ def to_html(reports: list[TaskReport], out_dir: Path, root: str, runs: int, prob
              '<meta name="viewport" content="width=device-width, initial-scale=1">', "<title>mrbench report</title>",
              f"<style>{STYLE}</style></head><body>", "<h1>mrbench report</h1>", *verdict_block(reports),
              f"<p>{runs} finished runs under <code>{escape(root)}</code>.</p>",
-             f'<p class="note">{escape(method_note(baseline, min_seeds, effect, design_of(reports)))}</p>']
+             f'<p class="note">{escape(method_note(baseline, min_seeds, effect, design_of(reports), pooled_of(reports)))}</p>']
     for index, rep in enumerate(reports):
         parts.append(f'<section class="task"><h2>{escape(rep.task)}</h2>')
         for table in rep.tables:
@@ -160,10 +153,10 @@ def to_html(reports: list[TaskReport], out_dir: Path, root: str, runs: int, prob
             parts += _table(["algorithm", "model", "seeds", *table.columns], body, "results")
             parts += _notes(body, CELL_N_NOTE)
             parts.append(f"<h4>Difference from {escape(baseline)}</h4>")
-            parts += _differences(table, vs_cells, "versus", lambda row: row.is_baseline)
+            parts += _differences(table, vs_cells, "versus", lambda row: row.is_baseline, rep.design)
             if table.has_base:
                 parts.append("<h4>Gain over the base model</h4>")
-                parts += _differences(table, gain_cells, "gain", lambda row: row.is_base)
+                parts += _differences(table, gain_cells, "gain", lambda row: row.is_base, rep.design)
         th = rep.thresholds
         if th.families:
             parts.append("<h3>Steps to threshold</h3>")

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from html import escape
 
+from harness.report.method import diff_cell_note, method_note
 from harness.report.notes import md_n_notes
 from harness.report.numbers import num, rules_out_text
-from harness.report.stats import ALPHA, METHOD, MIN_SEEDS_FOR_SPREAD, POWER, SEEDS_MAX, Comparison, Summary
+from harness.report.stats import MIN_SEEDS_FOR_SPREAD, SEEDS_MAX, Comparison, Summary
 from harness.report.tables import Row, StatCell, Table, TaskReport
 from harness.report.verdict import verdict_parts
 
@@ -67,13 +68,8 @@ def compare_text(c: Comparison | None) -> str:
     return "; ".join(p for p in parts if p)
 
 
-#: after a difference that reaches a verdict (the exact test, Holm-corrected)
+#: after a difference that reaches a verdict (the report's test, Holm-corrected over the table's family)
 MARK = {"higher": " ▲", "lower": " ▼"}
-DIFF_CELL_NOTE = ("One number per cell: the mean difference, over paired seeds (from the base model's value in "
-                  "a gain table; ▲ / ▼: higher / lower by the exact test, "
-                  "Holm-corrected; no mark: no verdict). Its 95% interval, what the interval rules out, the "
-                  "verdict and the smallest effect these seeds can detect are in the notes under the table "
-                  "(and in a cell's tooltip on the page).")
 
 
 def compare_cell(c: Comparison | None) -> str:
@@ -95,12 +91,12 @@ def _comparison_of(cell: StatCell | None, row: Row, attr: str) -> tuple[str, str
         if row.is_base:
             return "base model", ""
         if row.baseline_label is None:
-            return "—", "no baseline row on this model"
+            return "—", "no baseline row on this model with the same numerics"
     else:
         if row.is_base:
             return "base model", ""
         if row.base_label is None:
-            return "—", "no base row for this evaluation"
+            return "—", "no base row for this evaluation with the same numerics"
     c = getattr(cell, attr)
     return compare_cell(c), compare_text(c)
 
@@ -130,36 +126,9 @@ def design_of(reports: list[TaskReport]):
     return next((rep.design for rep in reports if rep.design is not None), None)
 
 
-def adaptive_note(design) -> str:
-    """What changes in an adaptive sweep's report: its intervals, verdicts and seed figures."""
-    if design is None:
-        return ""
-    return (f"These records are an adaptive sweep's (mrbench sweep --until-resolved): each difference and gain has "
-            f"a {design.statement}, not the fixed-n t interval named below, and its verdict is Holm over the "
-            f"anytime-valid p-values of a row's columns, not the exact test; the smallest detectable effect is not "
-            f"estimated for them (seeds_needed in the JSON and CSV: the seeds expected to resolve ±effect). ")
-
-
-def method_note(baseline: str, min_seeds: int, effect: float | None = None, design=None) -> str:
-    effect_text = f"±{effect:g}" if effect is not None else "one point of the column's scale (±0.01 for shares)"
-    return adaptive_note(design) + (f"Cells: {METHOD}; the best mean of each column in bold. Differences: from the {baseline} row on the "
-            f"same model, over the seeds both ran (mean difference [95% paired t interval, scipy.stats.ttest_rel]), "
-            f"with what that interval rules out (a bootstrap interval of a mean over 3 seeds cannot reach beyond the "
-            f"observed differences, so it would claim too much; the JSON and CSV give it too). Verdicts: the exact paired sign-flip permutation test "
-            f"(scipy.stats.permutation_test over all 2^n sign patterns; it cannot go below p = 2/2^n, 0.25 with 3 "
-            f"seeds), Holm-corrected over the columns of each row and table; 'higher'/'lower' only where the "
-            f"corrected p is below {ALPHA:g}, and 'no verdict possible' where the test cannot reach the threshold "
-            f"with that many seeds; below {min_seeds} paired seeds: too few seeds to tell. Smallest detectable effect: "
-            f"the smallest difference a paired t-test (level {ALPHA:g}) detects with {POWER:.0%} power with the "
-            f"seeds there are, at the observed spread of the paired differences (noncentral t, scipy.stats.nct); "
-            f"leaderboard.json and .csv also give the seeds that would detect {effect_text} (seeds_needed, at least "
-            f"the seeds the exact test needs). Gain over base: from the base row, the untrained model evaluated through the same "
-            f"end-of-run evaluation (benchmarks, held-out cases, decoding), one deterministic evaluation, so the "
-            f"interval (one-sample t, scipy.stats.ttest_1samp) is over the trained row's seeds only. leaderboard.csv "
-            f"and .json also give the t-test p, the bootstrap interval of each difference, the probability of improvement P(X > Y) over the paired seeds "
-            f"(rliable.metrics.probability_of_improvement, bootstrap interval) and the interquartile mean per cell "
-            f"and per row over seeds x columns (rliable.metrics.aggregate_iqm, stratified bootstrap over each "
-            f"column's seeds).")
+def pooled_of(reports: list[TaskReport]) -> bool:
+    """Whether the reports pool records across versions on purpose (--pool-across-versions)."""
+    return any(rep.pool_across_versions for rep in reports)
 
 
 _MD_SPECIAL = "\\`*_[]|~"  # HTML's < > & become entities first; the rest matters only at a line's start
@@ -182,7 +151,7 @@ def _md_row(cells: list[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
-def _md_comparisons(lines: list[str], title: str, table: Table, cells_of) -> None:
+def _md_comparisons(lines: list[str], title: str, table: Table, cells_of, design=None) -> None:
     """A difference table with one number per cell, then one note per cell with the rest."""
     lines += ["", f"{title}:", "", _md_row(["algorithm", "model", *map(md_escape, table.columns)]),
               "|" + "---|" * (2 + len(table.columns))]
@@ -196,13 +165,13 @@ def _md_comparisons(lines: list[str], title: str, table: Table, cells_of) -> Non
                 notes.append(f"- {md_escape(row.label)} ({md_escape(row.model)}), {md_escape(col)}: {full}")
         lines.append(_md_row([md_escape(row.label), md_escape(row.model), *shown]))
     if notes:
-        lines += ["", DIFF_CELL_NOTE, "", *notes]
+        lines += ["", diff_cell_note(design), "", *notes]
 
 
 def markdown(reports: list[TaskReport], root: str, runs: int, problems: list[str], baseline: str,
              min_seeds: int, effect: float | None = None) -> str:
     lines = ["# mrbench report", "", f"{runs} finished runs under {md_code(root)}.", "",
-             method_note(baseline, min_seeds, effect, design_of(reports))]
+             method_note(baseline, min_seeds, effect, design_of(reports), pooled_of(reports))]
     parts = verdict_parts(reports)
     if parts:
         lines += ["", "## Verdict"]
@@ -224,9 +193,9 @@ def markdown(reports: list[TaskReport], root: str, runs: int, problems: list[str
                     cells.append(f"**{text}**" if cell and cell.best else text)
                 seeds = "—" if row.is_base else str(len(row.seeds))
                 lines.append(_md_row([md_escape(row.label), md_escape(row.model), seeds, *cells]))
-            _md_comparisons(lines, f"Difference from {md_escape(baseline)}", table, vs_cells)
+            _md_comparisons(lines, f"Difference from {md_escape(baseline)}", table, vs_cells, rep.design)
             if table.has_base:
-                _md_comparisons(lines, "Gain over the base model", table, gain_cells)
+                _md_comparisons(lines, "Gain over the base model", table, gain_cells, rep.design)
         th = rep.thresholds
         if th.families:
             lines += ["", "### Steps to threshold", "",

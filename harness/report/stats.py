@@ -16,9 +16,10 @@
   paired t-test would need to detect a chosen effect at 80% power (noncentral t, ``scipy.stats.nct``),
   and its inverse, the smallest effect the seeds there are detect at 80% power
   (:func:`smallest_detectable`, what the tables print);
-- :func:`decide`: the verdicts of one row's comparisons over a table's columns: Holm's correction of
-  the permutation p-values, and a verdict word only where the exact test can reach the corrected
-  threshold with that many seeds (its smallest p with n pairs is 2/2^n: 0.25 with 3 seeds);
+- :func:`decide`: the verdicts of one family of comparisons (every row's comparison with the baseline
+  in every column of a table, or every row's gain over the base model): Holm's correction of the
+  permutation p-values over the whole family, and a verdict word only where the exact test can reach
+  the corrected threshold with that many seeds (its smallest p with n pairs is 2/2^n: 0.25 with 3 seeds);
 - :func:`aggregate_iqm`: a row's interquartile mean over seeds x columns with a stratified bootstrap
   interval (each column's seeds resampled on their own, as rliable's ``StratifiedBootstrap`` does;
   rliable's own needs the ``arch`` package, so scipy's resampler does it here).
@@ -30,7 +31,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 from rliable import metrics as rl_metrics
@@ -44,6 +47,7 @@ SEED = 0
 RESAMPLES = 9999          # bootstrap resamples
 MIN_SEEDS_FOR_SPREAD = 3  # below: no seeds-needed estimate
 SEEDS_MAX = 1000
+K = TypeVar("K", bound=Hashable)
 METHOD = ("mean ± sample std [95% percentile bootstrap of the mean, scipy.stats.bootstrap, "
           f"{RESAMPLES} resamples, seeded]")
 
@@ -266,16 +270,20 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted
 
 
-def decide(comparisons: dict[str, Comparison], min_seeds: int = 3) -> dict[str, Comparison]:
-    """Verdicts for one row's comparisons over the columns of a table (the Holm family: the columns
-    with a test). The verdict word needs the Holm-adjusted exact p below ALPHA; where the exact test
-    cannot reach ALPHA / m with n seeds, the verdict says so and how many seeds could. The seeds-needed
-    figure becomes at least that many seeds too."""
+def decide(comparisons: Mapping[K, Comparison], min_seeds: int = 3, family: str = "") -> dict[K, Comparison]:
+    """Verdicts for one Holm family of comparisons: every comparison of one kind in one table (each
+    row's difference from the baseline, or each row's gain over the base model, in every column;
+    :func:`harness.report.tables.task_report`), those with a test (at least ``min_seeds`` pairs).
+    ``family`` names it in each verdict (``comparisons with gdpo in this table``). The verdict word
+    needs the Holm-adjusted p below ALPHA; where the exact test cannot reach ALPHA / m with n seeds,
+    the verdict says so and how many seeds could. The seeds-needed figure becomes at least that many
+    seeds too."""
     testable = [c for c, comp in comparisons.items() if comp.n >= min_seeds and _finite(comp.p_perm)]
     m = max(1, len(testable))
     adjusted = dict(zip(testable, holm([comparisons[c].p_perm for c in testable])))
     threshold = ALPHA / m
     floor = seeds_for_exact_test(threshold)
+    named = f", Holm over {m}" + (f" {family}" if family else "") if m > 1 else ""
     out = {}
     for col, comp in comparisons.items():
         if comp.seeds_needed is not None and comp.method == "t":  # and the seeds the exact test needs
@@ -284,18 +292,17 @@ def decide(comparisons: dict[str, Comparison], min_seeds: int = 3) -> dict[str, 
             out[col] = comp
             continue
         p_adj = adjusted[col]
-        family = f", Holm over {m}" if m > 1 else ""
         test = "anytime-valid p" if comp.method == "cs" else "exact p"
         if comp.p_min > threshold:
             verdict = (f"no verdict possible with {comp.n} seeds (exact p ≥ {comp.p_min:.3g}; "
-                       f"{floor} seeds could reach {threshold:.3g}{family})")
+                       f"{floor} seeds could reach {threshold:.3g}{named})")
             word = None
         elif p_adj < ALPHA and comp.diff != 0:
             word = "higher" if comp.diff > 0 else "lower"
-            verdict = f"{word} ({test}={comp.p_perm:.3g}{family}: {p_adj:.3g})"
+            verdict = f"{word} ({test}={comp.p_perm:.3g}{named}: {p_adj:.3g})"
         else:
             word = None
-            verdict = f"not distinguishable ({test}={comp.p_perm:.2g}{family}: {p_adj:.2g})"
+            verdict = f"not distinguishable ({test}={comp.p_perm:.2g}{named}: {p_adj:.2g})"
         out[col] = replace(comp, verdict=verdict, p_holm=p_adj, family=m, word=word)
     return out
 
