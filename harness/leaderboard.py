@@ -87,8 +87,9 @@ def _numerics_lines(groups: list[Group], pooled: bool) -> list[str]:
     unknown = sum(not n.known for n in runs)
     lines = []
     if unknown:
+        rule = "" if pooled else ": each pools only with records of the same commit, dirty flag and versions"
         lines.append(f"- fingerprint unknown for {unknown} of {len(runs)} records (made before records carried "
-                     f"one): each pools only with records of the same commit, dirty flag and versions")
+                     f"one, or by a backend that computes none){rule}")
     if pooled:
         mixed = [g for g in groups if mixes(g.numerics)]
         lines.append("- pooled across versions on purpose (--pool-across-versions): "

@@ -11,13 +11,12 @@ import math
 
 import numpy as np
 import pytest
+from report_fixtures import write_base_record
 from scipy import stats as sps
 
 from harness import cli
-from harness.base_model import base_identity, base_record_dir
 from harness.config import resolve
-from harness.numerics import completed
-from harness.records import RunRecord, git_commit, library_versions
+from harness.records import RunRecord
 from mrbench_core.jsonio import atomic_write_json
 
 ACC = {0: 0.62, 1: 0.66, 2: 0.64}
@@ -42,16 +41,7 @@ def _record(root, algo, seed, acc, *, reward=0.5, model="tiny-random", task="ifo
 
 
 def _base(root, value, model="tiny-random"):
-    config = _cfg(root, "gdpo", 0, model).to_dict()
-    path = base_record_dir(root, config)
-    path.mkdir(parents=True)
-    atomic_write_json(path / "config.json", base_identity(config))
-    git, versions = git_commit(), library_versions()  # and the numerics block, as a record made here gets it
-    atomic_write_json(path / "provenance.json", {"status": "finished", "record": "base", "git": git,
-                                                 "versions": versions, "numerics": completed(None, git, versions)})
-    atomic_write_json(path / "eval.json", {"benchmarks": {"ifollow-heldout": {"summary": {
-        "instruction_level": value}, "cases": 4}}, "eval_limit": 4})
-    return path
+    return write_base_record(root, _cfg(root, "gdpo", 0, model).to_dict(), value)
 
 
 def _strict_load(text):

@@ -9,15 +9,13 @@ import json
 import re
 
 import pytest
+from report_fixtures import write_base_record
 
 from harness import cli
-from harness.base_model import base_identity, base_record_dir
 from harness.config import resolve
-from harness.numerics import completed
-from harness.records import RunRecord, git_commit, library_versions
+from harness.records import RunRecord
 from harness.report.method import diff_cell_note, method_note
 from harness.report.sequential import Design
-from mrbench_core.jsonio import atomic_write_json
 
 INST, PROMPT = "ifollow-heldout/instruction_level", "ifollow-heldout/prompt_level"
 SEEDS = 8
@@ -42,15 +40,7 @@ def _record(root, algo, seed, summary):
 
 
 def _base(root, value):
-    config = _cfg(root, "gdpo", 0).to_dict()
-    path = base_record_dir(root, config)
-    path.mkdir(parents=True)
-    atomic_write_json(path / "config.json", base_identity(config))
-    git, versions = git_commit(), library_versions()  # and the numerics block, as a record made here gets it
-    atomic_write_json(path / "provenance.json", {"status": "finished", "record": "base", "git": git,
-                                                 "versions": versions, "numerics": completed(None, git, versions)})
-    atomic_write_json(path / "eval.json", {"benchmarks": {"ifollow-heldout": {"summary": {
-        "instruction_level": value}, "cases": 4}}, "eval_limit": 4})
+    return write_base_record(root, _cfg(root, "gdpo", 0).to_dict(), value)
 
 
 def _holm(ps: dict) -> dict:
