@@ -10,7 +10,8 @@ that replay and whatever else the algorithm declares (``Backend.unsupported``), 
 settings (``Backend.refuses``); the training data is where ``task.data_dir`` says
 (``Task.data_problem``, without reading it); each end-of-run benchmark evaluates this task
 (another task's benchmark only with ``schedule.eval_other_tasks: true``); this machine has what the backend
-needs to train (``Backend.missing``; skipped by a dry run). The benchmarks default to the task's
+needs to train (``Backend.missing``; skipped by a dry run). A feature on by default that the backend
+does not run is not refused but said (``Plan.note``, ``Backend.not_run``). The benchmarks default to the task's
 own (``Task.default_benchmarks``). Reward weights by name (``--algo.weights``) must name rewards
 of the task; each logger of ``--output.loggers`` must be able to start (its library installed,
 its tracking URI usable).
@@ -44,6 +45,15 @@ class Plan:
     algorithm: Any
     backend_class: type
     benchmarks: dict[str, str | None]
+    #: the features on by default that the backend does not run (``Backend.not_run``: said, not refused)
+    not_run: list[str]
+
+    def note(self) -> str | None:
+        """The one line that says :attr:`not_run`, or None."""
+        if not self.not_run:
+            return None
+        return (f"backend {self.backend_class.name!r} does not run what these defaults turn on: "
+                f"{', '.join(self.not_run)}")
 
 
 def fitting_algorithms(task: Any) -> list[str]:
@@ -162,4 +172,4 @@ def preflight(cfg: Any, environment: bool = True) -> Plan:
         raise PreflightError(str(exc)) from exc
     except TypeError as exc:  # an algorithm or backend value of the wrong type
         raise PreflightError(f"--algo {cfg.algo.name}: {exc}") from exc
-    return Plan(task, algorithm, backend_class, benchmarks)
+    return Plan(task, algorithm, backend_class, benchmarks, backend_class.not_run(cfg))

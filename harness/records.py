@@ -189,6 +189,9 @@ class RunRecord:
     _lock_fh: Any = None
     #: told of every metrics row and sample row after it is written (the loggers, harness/loggers/)
     observers: list[Any] = field(default_factory=list)
+    #: provenance fields the harness adds when the backend starts the record (the runner's: what
+    #: pre-flight found the backend does not run, ``not_run``)
+    start_fields: dict[str, Any] = field(default_factory=dict)
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -290,6 +293,7 @@ class RunRecord:
             prov.setdefault("resumed", []).append(now_iso())
         prov["status"] = STATUS_RUNNING
         previous = prov.get("numerics")
+        prov.update(self.start_fields)
         prov.update(extra or {})
         prov["numerics"] = at_start(prov, previous, (extra or {}).get("numerics"), fresh)  # harness.numerics
         atomic_write_json(self.path / "provenance.json", prov)

@@ -82,6 +82,8 @@ def dry_run(cfg: RunConfig) -> int:
         print(f"mrbench run: {exc}", file=sys.stderr)
         return 2
     record_what_runs(cfg, plan)
+    if plan.note():
+        print(f"mrbench run: note: {plan.note()}", file=sys.stderr)
     from harness.run_plan import describe
 
     print(describe(cfg, plan))
@@ -127,11 +129,15 @@ def run(cfg: RunConfig) -> int:
         print(f"mrbench run: {exc}", file=sys.stderr)
         return 2
     record_what_runs(cfg, plan)
+    if plan.note():
+        print(f"mrbench run: note: {plan.note()}", file=sys.stderr)
     try:
         rec = RunRecord.open(cfg)
     except RecordError as exc:
         print(f"mrbench run: {exc}", file=sys.stderr)
         return 2
+    if plan.not_run:
+        rec.start_fields["not_run"] = list(plan.not_run)
     try:
         remove_stale_exports(rec.path)  # .model.tmp-*/ of a killed export (the lock keeps writers out)
         if rec.finished:

@@ -203,7 +203,7 @@ def main(out: Path) -> None:
     group = policy_group(model, tok, 2, calls)
     cell = CellSpec(config=cfg.to_dict(), record_dir=str(out))
     maker = MRExperienceMaker(group, None, None, None, ns(value=0.0), ns(args=args), tok, cell=cell)
-    maker.step = 0
+    maker.step_index = 0
     experiences = maker.make_experience_batch(samples)
     by_id = {ex.id: ex for ex in examples}
     order = {ex.id: g for g, ex in enumerate(examples)}

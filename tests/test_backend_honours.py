@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 
 from harness.backends import BACKENDS
-from harness.backends.honours import HARNESS_FIELDS, OFF_VALUES, covers, field_paths, is_off, unknown_declarations
+from harness.backends.honours import (
+    HARNESS_FIELDS,
+    LOOP_FIELDS,
+    OFF_VALUES,
+    STEP_FIELDS,
+    covers,
+    field_paths,
+    is_off,
+    unknown_declarations,
+)
 from harness.config import RunConfig, resolve
 from harness.preflight import PreflightError, check_settings, preflight
 
@@ -158,6 +167,27 @@ def test_the_walk_sees_every_field_of_the_run_config():
 ])
 def test_the_off_value_of_a_feature_the_backend_lacks_is_accepted(name, overrides):
     check_settings(BACKEND_CLASSES[name], resolve(None, [("backend", name), *overrides]))
+
+
+@pytest.mark.parametrize("name", sorted(BACKEND_CLASSES))
+def test_every_backend_honours_what_the_shared_step_reads(name):
+    # each runs the Step (and its prologue, Step.open); the local and plugin engines also run the loop
+    honours = BACKEND_CLASSES[name].honours
+    assert STEP_FIELDS <= honours
+    assert LOOP_FIELDS <= honours or name == "openrlhf"  # OpenRLHF runs its own loop
+    assert not (STEP_FIELDS | LOOP_FIELDS) & HARNESS_FIELDS and unknown_declarations(STEP_FIELDS | LOOP_FIELDS) == []
+
+
+@pytest.mark.parametrize("name,not_run", [("local", []), ("openrlhf", []),
+                                          ("example-canned", ["optim.grad_clip=1.0", "output.save_model=true"])])
+def test_each_backend_names_the_features_its_defaults_turn_on_that_it_does_not_run(name, not_run):
+    backend_class = BACKEND_CLASSES[name]
+    assert backend_class.not_run(resolve(None, [("backend", name)])) == not_run
+    off = resolve(None, [("backend", name), ("optim.grad_clip", "0"), ("output.save_model", "false")])
+    assert backend_class.not_run(off) == [] and backend_class.ignored(off) == []  # set off: nothing to say
+    if name in BACKENDS.names():  # the plugin's pre-flight line: tests/test_plugin_examples.py
+        plan = preflight(resolve(None, [("backend", name), ("task", "toolcall"), ("algo", "grpo")]), environment=False)
+        assert plan.not_run == [] and plan.note() is None
 
 
 @pytest.mark.parametrize("path,value", [("schedule.checkpoint_every", "2"), ("schedule.no_signal_steps", "3"),

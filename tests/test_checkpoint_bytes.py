@@ -16,8 +16,8 @@ from toy_task import register, tiny_config, train_run
 
 from harness import runner
 from harness.backends import checkpoint
-from harness.backends.local import LocalBackend
 from harness.runner import run
+from harness.training.run_loop import RunLoop
 
 
 def _dir_bytes(path: Path) -> int:
@@ -75,21 +75,21 @@ def straight(tmp_path_factory):
 
 
 def test_a_sigterm_mid_run_checkpoints_and_resumes_exactly(tmp_path, monkeypatch, straight):
-    original = LocalBackend._step
+    original = RunLoop.run_step
 
     def signalled(self, n, *args, **kwargs):
         row = original(self, n, *args, **kwargs)
         if n == 1:
-            self.loop.stop = "SIGTERM"  # as the run loop's handler sets it
+            self.stop = "SIGTERM"  # as the run loop's handler sets it
         return row
 
-    monkeypatch.setattr(LocalBackend, "_step", signalled)
+    monkeypatch.setattr(RunLoop, "run_step", signalled)
     cfg = _cfg(tmp_path / "run")
     with pytest.raises(KeyboardInterrupt):
         run(cfg)
     state = checkpoint.load(tmp_path / "run" / "checkpoint")
     assert state["step"] == 2 and "optimizer" in state
-    monkeypatch.setattr(LocalBackend, "_step", original)
+    monkeypatch.setattr(RunLoop, "run_step", original)
     assert run(_cfg(tmp_path / "run")) == 0
     assert _metrics(tmp_path / "run") == straight[0]
 
@@ -108,8 +108,8 @@ def test_a_kill_during_evaluation_resumes_from_the_final_checkpoint_without_trai
     assert state["step"] == 4 and "optimizer" not in state  # the final checkpoint: weights, RNG, position
     monkeypatch.setattr(runner, "end_of_run_eval", real_eval)
     steps = []
-    original = LocalBackend._step
-    monkeypatch.setattr(LocalBackend, "_step", lambda self, n, *a, **k: steps.append(n) or original(self, n, *a, **k))
+    original = RunLoop.run_step
+    monkeypatch.setattr(RunLoop, "run_step", lambda self, n, *a, **k: steps.append(n) or original(self, n, *a, **k))
     assert run(_cfg(tmp_path / "run")) == 0
     assert steps == []  # nothing trained again
     assert _metrics(tmp_path / "run") == straight[0]

@@ -11,8 +11,8 @@ import pytest
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import register
 
-from harness.backends.local import LocalBackend
 from harness.cli import INTERRUPTED_EXIT, main
+from harness.training.run_loop import RunLoop
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -30,14 +30,14 @@ def _status(out_dir):
 def test_ctrl_c_prints_one_line_and_marks_the_record_interrupted_then_resumes(tmp_path, monkeypatch, capsys):
     register()
     out = tmp_path / "run"
-    step = LocalBackend._step
+    step = RunLoop.run_step
 
     def ctrl_c_in_step_one(self, n, *a, **k):
         if n == 0:
             os.kill(os.getpid(), signal.SIGINT)  # the handler notes it; the step finishes and checkpoints
         return step(self, n, *a, **k)
 
-    monkeypatch.setattr(LocalBackend, "_step", ctrl_c_in_step_one)
+    monkeypatch.setattr(RunLoop, "run_step", ctrl_c_in_step_one)
     assert main(_args(out)) == INTERRUPTED_EXIT
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("mrbench")]
@@ -46,7 +46,7 @@ def test_ctrl_c_prints_one_line_and_marks_the_record_interrupted_then_resumes(tm
     assert "Traceback" not in err
     prov = _status(out)
     assert prov["status"] == "interrupted" and "checkpoint written after step 1" in prov["interruption"]
-    monkeypatch.setattr(LocalBackend, "_step", step)
+    monkeypatch.setattr(RunLoop, "run_step", step)
     assert main(_args(out)) == 0
     assert _status(out)["status"] == "finished" and len(_status(out)["resumed"]) == 1
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.backends.local import LocalBackend
 from harness.config import resolve
 from harness.loggers.base import Logger, LoggerSet, RunInfo
 from harness.loggers.mlflow_logger import metric_key
 from harness.preflight import PreflightError, preflight
 from harness.records import load_record
+from harness.training.run_loop import RunLoop
 
 RECORD = ("toolcall", "gdpo", "tiny-random", "seed0")
 
@@ -217,19 +217,19 @@ def test_mlflow_store_metrics_equal_metrics_jsonl(logged_run):
 
 
 def test_a_resumed_run_logs_step_two_once_to_the_same_logger_runs(tmp_path, monkeypatch):
-    original = LocalBackend._step
+    original = RunLoop.run_step
 
     def killed_at_step_two(self, n, *args, **kwargs):
         if n == 1:
             raise KeyboardInterrupt("killed")
         return original(self, n, *args, **kwargs)
 
-    monkeypatch.setattr(LocalBackend, "_step", killed_at_step_two)
+    monkeypatch.setattr(RunLoop, "run_step", killed_at_step_two)
     assert cli.main(_args(tmp_path, "--schedule.steps", "2")) == cli.INTERRUPTED_EXIT  # one line, no traceback
     path = tmp_path.joinpath(*RECORD)
     first = json.loads((path / "loggers.json").read_text())
     assert {n: s["last_step"] for n, s in first.items()} == {"tensorboard": 1, "wandb": 1, "mlflow": 1}
-    monkeypatch.setattr(LocalBackend, "_step", original)
+    monkeypatch.setattr(RunLoop, "run_step", original)
     assert cli.main(_args(tmp_path, "--schedule.steps", "2")) == 0
     again = json.loads((path / "loggers.json").read_text())
     assert {n: s["id"] for n, s in again.items()} == {n: s["id"] for n, s in first.items()}

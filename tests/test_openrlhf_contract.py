@@ -313,7 +313,7 @@ def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, a
     strategy = SimpleNamespace(args=_args(cfg, actors=2, micro=3))
     cell = CellSpec(config=cfg.to_dict(), record_dir=str(tmp_path))
     maker = orl.maker.MRExperienceMaker(group, None, None, None, SimpleNamespace(value=0.0), strategy, tok, cell=cell)
-    maker.step = step
+    maker.step_index = step
     shared = {"plan": 0, "to_batch": 0, "advantages": 0}  # the local backend's step pieces, each used once
     for name, key in (("plan_step", "plan"), ("step_advantages", "advantages")):  # the shared step's pieces
         monkeypatch.setattr(shared_step, name, _counted(getattr(shared_step, name), shared, key))
@@ -352,15 +352,11 @@ LOCAL_STEP_KEYS = {"step", "reward_mean", "format_rate", "response_length", "tru
 
 def _trainer(orl, cfg, tmp_path, maker, saved_states):
     from harness.records import RunRecord
-    from harness.training.credit_log import CreditLog
-    from harness.training.relevance_guard import RelevanceGuard
 
     t = orl.trainer.MRPPOTrainerImpl.__new__(orl.trainer.MRPPOTrainerImpl)
     t.cell = CellSpec(config=cfg.to_dict(), record_dir=str(tmp_path))
     t.mr_cfg, t.experience_maker, t.record = cfg, maker, RunRecord(tmp_path)
-    t.guard = RelevanceGuard(maker.algorithm, maker.task, t.record)
-    t.credit = CreditLog(cfg.output.credit_groups, tmp_path, maker.tokenizer, maker.task)
-    t.share_step()
+    maker.step.attach(t.record)  # as the trainer's constructor does
     ns = SimpleNamespace
     t.args = ns(logger=ns(logging_steps=1), ckpt=ns(save_steps=float("inf"), path=str(tmp_path), load_enable=True))
     t.wandb_logger = t.tensorboard_logger = t.critic_model_group = None
@@ -398,7 +394,7 @@ def test_trainer_writes_the_local_rows_resumes_and_stops_after_a_checkpoint(orl,
               "timing/generation": 3.0, "timing/make_experience": 1.0, "timing/ppo_train": 2.0,
               "timing/broadcast": 0.5, "timing/step_total": 6.5}
     for step in (1, 2):
-        maker.step = step - 1  # as train_step tells it
+        maker.step_index = step - 1  # as train_step tells it
         maker.make_experience_batch(samples)
         trainer.save_logs_and_checkpoints(step, dict(status), {"global_step": step})
     rows = trainer.record.metrics()
@@ -412,7 +408,7 @@ def test_trainer_writes_the_local_rows_resumes_and_stops_after_a_checkpoint(orl,
     assert [r["step"] for r in credit_store.read_rows(tmp_path)] == [1] * 4
     paths = CellPaths(tmp_path)
     request_stop(paths, "SIGTERM")
-    maker.step = 1
+    maker.step_index = 1
     maker.make_experience_batch(samples)
     with pytest.raises(orl.trainer.TrainingStopped):
         trainer.save_logs_and_checkpoints(2, dict(status), {"global_step": 2})

@@ -74,12 +74,12 @@ def test_text2sql_with_spider_evaluates_spider_dev(tmp_path):
 
 def test_a_run_failing_mid_step_is_marked_failed(tmp_path, monkeypatch):
     register()
-    from harness.backends.local import LocalBackend
+    from harness.training.run_loop import RunLoop
 
     def broken_step(self, n, *args, **kwargs):
         raise RuntimeError("verifier exploded at step 1")
 
-    monkeypatch.setattr(LocalBackend, "_step", broken_step)
+    monkeypatch.setattr(RunLoop, "run_step", broken_step)
     from harness.runner import run
 
     with pytest.raises(RuntimeError, match="exploded"):

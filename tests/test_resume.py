@@ -29,15 +29,15 @@ import torch
 torch.set_num_threads(1)
 from toy_task import register
 register()
-from harness.backends.local import LocalBackend
-_step = LocalBackend._step
+from harness.training.run_loop import RunLoop
+run_step = RunLoop.run_step
 def waiting_step(self, n, *a, **k):
     if n >= 1 and os.environ.get("%s"):
         end = time.monotonic() + 600
-        while not self.loop.stop and time.monotonic() < end:
+        while not self.stop and time.monotonic() < end:
             time.sleep(0.02)
-    return _step(self, n, *a, **k)
-LocalBackend._step = waiting_step
+    return run_step(self, n, *a, **k)
+RunLoop.run_step = waiting_step
 from harness.cli import main
 sys.exit(main(sys.argv[1:]))
 """ % WAIT_ENV

@@ -80,3 +80,31 @@ def test_a_plugin_task_example_is_checked_too():
     bad = Example(id="e3", messages=[{"role": "user", "content": "x \udfff"}], reward_names=[])
     with pytest.raises(DataError, match=r"data\.jsonl, row example 'e3': messages\[0\] holds a lone surrogate"):
         check_examples([bad], "data.jsonl")
+
+
+def test_openrlhf_refuses_a_plugin_tasks_surrogate_by_row_before_it_launches(tmp_path, monkeypatch):
+    """The shared prologue (Step.open) checks the data on every backend: openrlhf too, before it
+    writes a prompt file or launches anything."""
+    from algorithms import get_algorithm
+    from harness.backends.openrlhf import backend as openrlhf
+    from harness.backends.openrlhf.cell import CellPaths
+    from harness.config import resolve
+    from harness.models import byte_tokenizer
+    from harness.records import RunRecord
+    from tasks.registry import make_task
+
+    launched = []
+    monkeypatch.setattr(openrlhf, "load_tokenizer", lambda source: byte_tokenizer())
+    monkeypatch.setattr(openrlhf, "run_process", lambda *a, **k: launched.append(a))
+    task = make_task("toolcall")
+    bad = Example(id="e3", messages=[{"role": "user", "content": "x \udfff"}], reward_names=["format"])
+    monkeypatch.setattr(task, "load", lambda split, data_dir: [bad])
+    cfg = resolve(None, [("backend", "openrlhf"), ("task", "toolcall"), ("algo", "grpo"), ("model", "tiny-random"),
+                         ("output.dir", str(tmp_path / "rec"))])
+    record = RunRecord.open(cfg)
+    try:
+        with pytest.raises(DataError, match=r"the task's data, row example 'e3': messages\[0\] holds a lone surrogate"):
+            openrlhf.OpenRLHFBackend(cfg, task, get_algorithm("grpo")).train(record)
+    finally:
+        record.unlock()
+    assert not launched and not CellPaths(tmp_path / "rec").prompts.exists()

@@ -31,7 +31,12 @@ the backend fit together, using what the backend declares here:
   end-of-run evaluation, the record's place, the loggers). Pre-flight refuses a value other than
   the default (or the field's off value) of any other field, naming it and the backend
   (``ignored(cfg)``): a setting is honoured or refused, never silently ignored. A backend that
-  honours a field only for some values lists the field and refuses the rest in ``ignored``;
+  honours a field only for some values lists the field and refuses the rest in ``ignored``. A
+  backend that runs the shared step honours what it reads
+  (:data:`~harness.backends.honours.STEP_FIELDS`), one that runs the shared loop what the loop
+  reads (:data:`~harness.backends.honours.LOOP_FIELDS`). A default that turns a feature on is
+  never refused: the features a backend leaves undone (``not_run(cfg)``) are said in one line
+  after pre-flight and kept in the record's provenance;
 - ``refuses(cfg, algorithm)``: why its own settings cannot run this algorithm (e.g. a parallelism
   that the replay cannot follow), or None;
 - ``missing(cfg)``: what this machine lacks to train with it (a GPU, a package), saying how to
@@ -40,8 +45,10 @@ the backend fit together, using what the backend declares here:
 
 ``train(record)`` must, for a fresh or a resumed record (:class:`harness.records.RunRecord`):
 
-1. call ``record.start(seed=..., task_version=..., data_hash=..., extra=...)`` once it knows the
-   data, with ``extra`` saying how it runs (precision, devices, generator);
+1. run the run's prologue, :meth:`Step.open(cfg, task, algorithm, record, tokenizer, extra=...)
+   <harness.training.step.Step.open>`: it loads and checks the data, starts the record with
+   ``extra`` saying how the backend runs (precision, devices, generator), and builds the Step with
+   its relevance guard and credit log (the task and algorithm: ``run_objects()``);
 2. per training step ``n`` (0-based), run the shared step on its engine, which appends one
    metrics row with ``step = n + 1`` and at least the keys of :data:`REQUIRED_STEP_KEYS`
    (rewards, the algorithm's own metrics from ``algorithm.advantages(batch)``, timings), and the
@@ -53,6 +60,8 @@ the backend fit together, using what the backend declares here:
 4. return the run summary (a flat dict; :func:`harness.training.step_metrics.run_summary`).
 
 ``RunLoop(step, engine, record, started).run(examples)`` does 2 and 3, and its ``summary()`` is 4.
+A backend whose framework runs the steps in another process opens the Step there too and attaches
+it to the record (:meth:`~harness.training.step.Step.attach`).
 
 It must not write ``eval.json`` or mark the record finished or failed: the runner does.
 
@@ -95,6 +104,19 @@ class Backend(ABC):
         self.task = task
         self.algorithm = algorithm
 
+    def run_objects(self) -> tuple[Any, Any]:
+        """The run's task and algorithm: those the runner gave, else built from the config (a
+        backend trained outside the runner); kept on the backend."""
+        if self.task is None:
+            from tasks.registry import make_task
+
+            self.task = make_task(self.cfg.task.name, **self.cfg.task.options)
+        if self.algorithm is None:
+            from algorithms import get_algorithm
+
+            self.algorithm = get_algorithm(self.cfg.algo.name, **self.cfg.algo.params)
+        return self.task, self.algorithm
+
     @abstractmethod
     def train(self, record: Any) -> dict[str, Any]:
         """Train (or resume) the cell, writing its record; return the run summary."""
@@ -129,6 +151,15 @@ class Backend(ABC):
         from harness.backends.honours import ignored_settings
 
         return ignored_settings(cfg, cls.honours)
+
+    @classmethod
+    def not_run(cls, cfg: Any) -> list[str]:
+        """The features ``cfg`` leaves on by default that this backend does not run, each
+        ``path=value`` (:func:`harness.backends.honours.features_not_run`): pre-flight says them in
+        one line and the record's provenance keeps them (``not_run``)."""
+        from harness.backends.honours import features_not_run
+
+        return features_not_run(cfg, cls.honours)
 
     @classmethod
     def refuses(cls, cfg: Any, algorithm: Any) -> str | None:

@@ -8,7 +8,13 @@ Every field of :class:`harness.config.RunConfig` is one of:
   (``sampling.top_k``) or of whole sections that only it reads (``backend.local``);
 - **ignored by the backend**: everything else. Pre-flight then refuses any value other than the
   field's default (or its "off" value, :data:`OFF_VALUES`, which a backend that lacks the feature
-  runs as anyway), naming the field and the backend (:func:`ignored_settings`).
+  runs as anyway), naming the field and the backend (:func:`ignored_settings`). A default that
+  turns a feature on is never refused: pre-flight says instead, in one line and in the record's
+  provenance, which of those features the backend does not run (:func:`features_not_run`).
+
+A backend that runs the shared step honours what the step reads (:data:`STEP_FIELDS`), and one that
+hands its engine to the shared run loop what the loop reads (:data:`LOOP_FIELDS`): its ``honours``
+is those sets and its engine's own fields.
 
 A new field is therefore refused by every backend until a backend declares it. The plugin
 backends' options, ``backend.options.<name>``, are one field per name: a backend honours its own
@@ -29,6 +35,17 @@ HARNESS_FIELDS = frozenset({
     "schedule.eval_max_minutes", "schedule.eval_data_dir",
     "output.root", "output.dir", "output.keep_checkpoint", "output.loggers", "output.logger_group",
 })
+
+#: fields the shared step acts on (:class:`harness.training.step.Step` and its prologue,
+#: :mod:`harness.training.prologue`): every backend that runs the Step honours them
+STEP_FIELDS = frozenset({
+    "task.data_dir", "task.split", "task.limit", "task.verifier_timeout_s", "sampling.prompts_per_step",
+    "sampling.max_prompt_tokens", "schedule.steps", "schedule.log_samples", "output.credit_groups", "seed",
+})
+
+#: fields the shared run loop acts on (:class:`harness.training.run_loop.RunLoop`): every backend
+#: that hands its engine to the loop honours them
+LOOP_FIELDS = frozenset({"schedule.checkpoint_every", "schedule.no_signal_steps", "schedule.stop_without_signal"})
 
 #: the value that switches a feature off: a backend without the feature runs as if it were set,
 #: so that value is never refused (``--output.credit_groups 0`` on a backend that writes no credit log)
@@ -107,6 +124,15 @@ def ignored_settings(cfg: Any, honours: Iterable[str]) -> list[str]:
     declared = HARNESS_FIELDS | frozenset(honours)
     return [f"{path}={shown(value)}" for path, value, default in settings(cfg)
             if value != default and not is_off(path, value) and not covers(declared, path)]
+
+
+def features_not_run(cfg: Any, honours: Iterable[str]) -> list[str]:
+    """``path=value`` of every feature ``cfg`` leaves on by default (a field at a default other than
+    its off value, :data:`OFF_VALUES`) that neither the harness nor ``honours`` covers: what a backend
+    would silently not do, since a default is never refused. In field order."""
+    declared = HARNESS_FIELDS | frozenset(honours)
+    return [f"{path}={shown(value)}" for path, value, default in settings(cfg)
+            if path in OFF_VALUES and value == default and not is_off(path, value) and not covers(declared, path)]
 
 
 def unknown_declarations(honours: Iterable[str]) -> list[str]:

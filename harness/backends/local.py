@@ -11,9 +11,9 @@ The loop is the shared one (:class:`harness.training.run_loop.RunLoop`): it resu
 engine's checkpoint (the data position, the weights, the optimiser and the RNG), checkpoints every
 ``checkpoint_every`` steps and on SIGTERM/SIGINT (then raising :class:`TrainingInterrupted`),
 stops early without signal (:mod:`harness.no_signal`), says the time left and shows the progress.
-Around it this backend loads the policy and the data (prompts longer than
-``sampling.max_prompt_tokens`` dropped), opens the record, builds the Step with its credit log and
-relevance guard, starts vLLM from the resumed weights and, with ``output.save_model``, writes the
+Around it this backend loads the policy, runs the run's prologue with the policy's tokenizer
+(:meth:`harness.training.step.Step.open`: the data, the record, the Step with its credit log and
+relevance guard), starts vLLM from the resumed weights and, with ``output.save_model``, writes the
 final policy to ``<record>/model/`` in Hugging Face format (:mod:`harness.backends.export`).
 """
 
@@ -27,26 +27,17 @@ import torch
 from harness.backends import BACKENDS
 from harness.backends.base import Backend
 from harness.backends.export import save_model
-from harness.backends.local_engine import (  # noqa: F401  (replay_head_float32 & co: imported from here)
-    MASTER_DTYPE,
-    LocalEngine,
-    exact_replay_batches,
-    replay_head_float32,
-)
+from harness.backends.honours import LOOP_FIELDS, STEP_FIELDS
+from harness.backends.local_engine import MASTER_DTYPE, LocalEngine
 from harness.backends.rollout import greedy_texts
 from harness.backends.vllm_rollout import vllm_refusal, vllm_unavailable
 from harness.config import RunConfig
 from harness.models import chat_prompt_ids, generation_bytes
 from harness.replay import unwrap
 from harness.system import native_bf16
-from harness.training.batch import fit_prompts
-from harness.training.credit_log import CreditLog
-from harness.training.relevance_guard import RelevanceGuard
-from harness.training.run_loop import RunLoop, TrainingInterrupted  # noqa: F401  (imported from here)
+from harness.training.run_loop import RunLoop
 from harness.training.step import Step
 from mrbench_core.replay_kinds import ReplayRequest
-from mrbench_core.text_check import check_examples
-from tasks.data_source import load_examples
 
 
 @BACKENDS.register("local")
@@ -57,38 +48,21 @@ class LocalBackend(LocalEngine, Backend):
     supported_replays = frozenset(ReplayRequest)
     supports_reference = True
     supports_extra_loss = True
-    honours = frozenset({
-        "task.data_dir", "task.split", "task.limit", "task.verifier_timeout_s", "model.name", "model.dtype",
-        "model.train_dtype", "model.device", "model.lora", "model.lora_r", "model.lora_alpha", "model.lora_dropout",
-        "model.gradient_checkpointing", "model.cache_dir", "backend.local", "sampling.prompts_per_step",
+    honours = STEP_FIELDS | LOOP_FIELDS | frozenset({
+        "model.name", "model.dtype", "model.train_dtype", "model.device", "model.lora", "model.lora_r",
+        "model.lora_alpha", "model.lora_dropout", "model.gradient_checkpointing", "model.cache_dir", "backend.local",
         "sampling.group_size", "sampling.temperature", "sampling.top_p", "sampling.top_k", "sampling.max_new_tokens",
-        "sampling.max_prompt_tokens", "optim.lr", "optim.betas", "optim.weight_decay", "optim.grad_clip",
-        "optim.micro_batch_size", "optim.mini_batches", "optim.clip_low", "optim.clip_high", "optim.kl_coef",
-        "optim.entropy_coef", "schedule.steps", "schedule.checkpoint_every", "schedule.log_samples",
-        "schedule.no_signal_steps", "schedule.stop_without_signal", "output.credit_groups", "output.save_model",
-        "output.save_merged", "seed"})
+        "optim.lr", "optim.betas", "optim.weight_decay", "optim.grad_clip", "optim.micro_batch_size",
+        "optim.mini_batches", "optim.clip_low", "optim.clip_high", "optim.kl_coef", "optim.entropy_coef",
+        "output.save_model", "output.save_merged"})
 
     def __init__(self, cfg: RunConfig, task: Any | None = None, algorithm: Any | None = None):
         Backend.__init__(self, cfg, task, algorithm)
-        self._task = task
-        self._guard: RelevanceGuard | None = None
-        self.step: Step | None = None  # the run's training step, built once the record is open
+        self.step: Step | None = None  # the run's training step, built by its prologue (Step.open)
         self.loop: RunLoop | None = None  # the run loop around it (harness.training.run_loop)
         #: train only the first N steps and checkpoint none (``mrbench verify``: RunLoop's stop_after)
         self.stop_after: int | None = None
         self._init_engine(cfg)
-
-    @property
-    def task(self) -> Any:
-        if self._task is None:
-            from tasks.registry import make_task
-
-            self._task = make_task(self.cfg.task.name, **self.cfg.task.options)
-        return self._task
-
-    @task.setter
-    def task(self, value: Any) -> None:
-        self._task = value
 
     def rollout_info(self) -> dict[str, Any]:
         """How sampling and replay run: precision, attention implementation, CPU threads, and
@@ -155,45 +129,22 @@ class LocalBackend(LocalEngine, Backend):
 
     # -- the run ------------------------------------------------------------------------------------
     def train(self, record: Any) -> dict[str, Any]:
-        from algorithms import get_algorithm
-        from tasks.base import Task
-
         cfg, t_run = self.cfg, time.time()
-        if self.algorithm is None:
-            self.algorithm = get_algorithm(cfg.algo.name, **cfg.algo.params)
-        algo = self.algorithm
-        task = self.task
+        task, algorithm = self.run_objects()
         self._load_policy()
-        task.use_tokenizer(self.tokenizer)  # exact prompt lengths for the task's own filters
-        examples = load_examples(task, cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
-        check_examples(examples, cfg.task.data_dir)  # text no tokenizer takes: refused by file and row
-        examples, too_long = fit_prompts(examples, self.tokenizer, cfg.sampling.max_prompt_tokens)
-        if not examples:
-            raise ValueError(f"task {cfg.task.name!r} loaded no {cfg.task.split!r} examples"
-                             + (f" within sampling.max_prompt_tokens={cfg.sampling.max_prompt_tokens} "
-                                f"({too_long} longer)" if too_long else ""))
+        self.step, examples = Step.open(cfg, task, algorithm, record, self.tokenizer, extra={
+            "backend": "local", "model_source": self.model_source, "device": str(self.device),
+            "generator": self.generator_name, "rollout_dtype": str(self.rollout_dtype), "rollout": self.rollout_info(),
+            "update": self.update_info(), "numerics": self.numerics_info()})
         self.policy.train()
-        record.start(seed=cfg.seed, task_version=str(task.version), data_hash=Task.data_hash(examples),
-                     extra={"backend": "local", "model_source": self.model_source, "device": str(self.device),
-                            "generator": self.generator_name,
-                            "rollout_dtype": str(self.rollout_dtype), "rollout": self.rollout_info(),
-                            "update": self.update_info(), "numerics": self.numerics_info(),
-                            "prompts_too_long": too_long})
         if self.threads_reason:
             print(f"mrbench: {torch.get_num_threads()} CPU thread(s): {self.threads_reason}")
-        if too_long:
-            print(f"mrbench: dropped {too_long} of {len(examples) + too_long} prompts longer than "
-                  f"sampling.max_prompt_tokens={cfg.sampling.max_prompt_tokens} tokens")
-        self._guard = RelevanceGuard(algo, task, record)
-        self._guard.at_start(examples, cfg.schedule.steps)
-        credit = CreditLog(cfg.output.credit_groups, record.path, self.tokenizer, task)
-        self.step = Step(cfg, task, algo, record, self.tokenizer, credit=credit, guard=self._guard)
         self.loop = RunLoop(self.step, self, record, started=t_run, stop_after=self.stop_after)
         self.loop.resume()
         self._start_vllm(record, examples)  # after the resume: it starts from the current weights
         self._start_replay()
         try:
-            self.loop.run(examples, lambda n: self._step(n, examples, record))
+            self.loop.run(examples)
         finally:
             self._close_vllm()  # the engine's memory goes back before evaluation
         self.rollout_model.eval()
@@ -201,9 +152,5 @@ class LocalBackend(LocalEngine, Backend):
             record.update_provenance(model=save_model(self._export_source(), self.tokenizer, record.path,
                                                       eos=list(self.eos),
                                                       merged=cfg.output.save_merged))
-        return {**self.loop.summary(), **self._guard.summary(), "rollout": self.rollout_info(),
+        return {**self.loop.summary(), **self.step.guard.summary(), "rollout": self.rollout_info(),
                 "update": self.update_info()}
-
-    def _step(self, n: int, examples: list[Any], record: Any) -> dict[str, Any]:
-        """Training step ``n`` (0-based): the shared step on this engine (:meth:`harness.training.step.Step.run`)."""
-        return self.step.run(self, n, examples)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from harness.no_signal import SignalWatch
@@ -62,17 +62,14 @@ class RunLoop:
         (one that starts something from the resumed weights before the first step)."""
         if self.start is None:
             self.start, self.step.position = self.engine.load(self.record) or (0, 0)
-            self.record.truncate_metrics(self.start)
-            if self.step.credit is not None:
-                self.step.credit.resume(self.start)
+            self.step.resume_at(self.start)
             self.watch.resume(self.record.metrics())
         return self.start
 
-    def run(self, examples: Sequence[Any], run_step: Callable[[int], dict[str, Any]] | None = None) -> None:
-        """Run the remaining steps (``run_step(n)``, by default ``step.run(engine, n, examples)``),
-        checkpointing as the module docstring says; raises :class:`TrainingInterrupted` on a signal."""
+    def run(self, examples: Sequence[Any]) -> None:
+        """Run the remaining steps (:meth:`run_step`), checkpointing as the module docstring says;
+        raises :class:`TrainingInterrupted` on a signal."""
         start, cfg = self.resume(), self.step.cfg
-        run_step = run_step or (lambda n: self.step.run(self.engine, n, examples))
         handlers = {s: signal.signal(s, self.on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             from tqdm.auto import tqdm
@@ -84,7 +81,7 @@ class RunLoop:
             rows: list[dict[str, Any]] = []
             last = steps if self.stop_after is None else min(steps, self.stop_after)
             for n in range(start, last):
-                row = run_step(n)
+                row = self.run_step(n, examples)
                 rows.append(row)
                 self.clock.after_step(rows)
                 bar.update(1)
@@ -104,6 +101,11 @@ class RunLoop:
         finally:
             for s, handler in handlers.items():
                 signal.signal(s, handler)
+
+    def run_step(self, n: int, examples: Sequence[Any]) -> dict[str, Any]:
+        """Training step ``n`` (0-based): the Step on the engine; returns its metrics row (tests
+        patch this to act between steps)."""
+        return self.step.run(self.engine, n, examples)
 
     def on_signal(self, signum: int, frame: Any) -> None:
         """The SIGTERM/SIGINT handler while the loop runs."""

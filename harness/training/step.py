@@ -63,6 +63,8 @@ from harness.training.batch import batch_tensors, reward_lows
 from harness.training.data_order import examples_at
 from harness.training.engine import Engine, StepPlan
 from harness.training.phases import PhaseTimes, probe
+from harness.training.prologue import credit_log, start_record, training_examples
+from harness.training.relevance_guard import RelevanceGuard
 from harness.training.step_diagnostics import column_names, step_diagnostics
 from harness.training.step_metrics import UpdateStats, sample_rows, step_row
 from mrbench_core.replay_kinds import WITHOUT_FORWARD, ReplayRequest
@@ -200,6 +202,34 @@ class Step:
         self.record.append_samples(sample_rows(state.n, state.rollouts, cfg.schedule.log_samples))
         return row
 
+
+    # -- the run around the steps: its prologue, written once (harness.training.prologue) --------
+    @classmethod
+    def open(cls, cfg: Any, task: Any, algorithm: Any, record: Any, tokenizer: Any = None, *,
+             extra: dict[str, Any] | None = None) -> tuple[Step, list[Any]]:
+        """The run's prologue: the training examples loaded and checked, the record started with
+        ``extra`` (how the backend runs), the relevance guard and the credit log built (the last
+        needs ``tokenizer``); returns the run's Step and its examples. Every backend calls it."""
+        examples, too_long = training_examples(cfg, task, tokenizer)
+        start_record(record, cfg, task, examples, too_long, extra or {})
+        guard = RelevanceGuard(algorithm, task, record)
+        guard.at_start(examples, cfg.schedule.steps)
+        credit = credit_log(cfg, task, record, tokenizer)
+        return cls(cfg, task, algorithm, record, tokenizer, credit=credit, guard=guard), examples
+
+    def attach(self, record: Any) -> None:
+        """Write into ``record``, with this process's own relevance guard and credit log: for a
+        process that runs the steps of a run whose prologue (:meth:`open`) ran in another (the
+        openrlhf trainer)."""
+        self.record = record
+        self.guard = RelevanceGuard(self.algorithm, self.task, record)
+        self.credit = credit_log(self.cfg, self.task, record, self.tokenizer)
+
+    def resume_at(self, steps: int) -> None:
+        """A run resumed after ``steps`` steps: the metrics rows and credit rows of later steps dropped."""
+        self.record.truncate_metrics(steps)
+        if self.credit is not None:
+            self.credit.resume(steps)
 
 @dataclass
 class StepState:

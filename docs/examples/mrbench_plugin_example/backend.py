@@ -6,12 +6,14 @@ budget, the algorithm's advantages, the metrics row with its per-reward diagnost
 rows); this backend supplies the engine operations the step asks for:
 
 - ``sample``: ``group_size`` candidates per prompt, drawn from the softmax with the step's seed
-  (a token is a whitespace-separated word);
+  (a token is a whitespace-separated word, :class:`WordTokenizer`);
 - ``update``: one policy-gradient step on the logits with each response's mean token advantage;
 - ``sync``: nothing (the sampler is the policy);
 - ``save`` / ``load``: the logits, the step counter and the data position, in ``canned.json``.
 
-Its ``train`` loads the data, opens the record and hands the step to mrbench's run loop
+Its ``train`` is mrbench's prologue (:meth:`harness.training.step.Step.open`: the data loaded and
+checked, the record started, the relevance guard, and the credit log, which writes
+``credit.jsonl`` word by word with the word tokenizer), then mrbench's run loop
 (:class:`harness.training.run_loop.RunLoop`), which resumes from ``load``, checkpoints with
 ``save`` every ``checkpoint_every`` steps and at the end, on SIGTERM/SIGINT checkpoints and raises
 ``TrainingInterrupted``, and warns (or, with ``schedule.stop_without_signal``, stops) when no
@@ -32,13 +34,13 @@ from typing import Any
 import torch
 
 from harness.backends.base import Backend
+from harness.backends.honours import LOOP_FIELDS, STEP_FIELDS
 from harness.training.batch import Rollout
 from harness.training.run_loop import RunLoop
 from harness.training.step import Step
 from harness.training.step_metrics import UpdateStats
 from mrbench_core.jsonio import atomic_write_json
 from mrbench_core.replay_kinds import ReplayRequest
-from tasks.data_source import load_examples
 
 DEFAULTS = {"responses": ["OK.", "I cannot help with that.", "Here is a long and careful answer to your request."],
             "lr": 0.5}
@@ -50,11 +52,8 @@ class CannedBackend(Backend):
 
     name = "example-canned"
     supported_replays = frozenset({ReplayRequest.NONE})
-    honours = frozenset({"task.data_dir", "task.split", "task.limit", "task.verifier_timeout_s",
-                         "sampling.prompts_per_step", "sampling.group_size", "schedule.steps",
-                         "schedule.checkpoint_every", "schedule.log_samples", "schedule.no_signal_steps",
-                         "schedule.stop_without_signal", "seed",
-                         "backend.options.example-canned"})  # pre-flight refuses any other setting given
+    #: what mrbench's step and run loop read, and its engine's own; pre-flight refuses any other setting given
+    honours = STEP_FIELDS | LOOP_FIELDS | frozenset({"sampling.group_size", "backend.options.example-canned"})
 
     def __init__(self, cfg: Any, task: Any | None = None, algorithm: Any | None = None):
         super().__init__(cfg, task, algorithm)
@@ -67,6 +66,7 @@ class CannedBackend(Backend):
         if not self.responses:
             raise ValueError(f"backend.options.{self.name}.responses: give at least one response")
         self.logits = torch.zeros(len(self.responses))
+        self.tokenizer = WordTokenizer(self.responses)
 
     def generate(self, messages_list: list[list[dict[str, str]]], max_new_tokens: int) -> list[str]:
         best = self.responses[int(self.logits.argmax())]
@@ -74,13 +74,10 @@ class CannedBackend(Backend):
 
     # -- training: mrbench's step and run loop on this engine --------------------------------------
     def train(self, record: Any) -> dict[str, Any]:
-        cfg, started = self.cfg, time.time()
-        examples = load_examples(self.task, cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
-        if not examples:
-            raise ValueError(f"task {cfg.task.name!r} loaded no {cfg.task.split!r} examples")
-        record.start(seed=cfg.seed, task_version=str(self.task.version), data_hash=self.task.data_hash(examples),
-                     extra={"backend": self.name, "candidates": len(self.responses)})
-        loop = RunLoop(Step(cfg, self.task, self.algorithm, record), self, record, started)
+        started = time.time()
+        step, examples = Step.open(self.cfg, self.task, self.algorithm, record, self.tokenizer,
+                                   extra={"backend": self.name, "candidates": len(self.responses)})
+        loop = RunLoop(step, self, record, started)
         loop.run(examples)  # resume (load), then step after step on this engine, checkpointing (save)
         return loop.summary()
 
@@ -92,7 +89,7 @@ class CannedBackend(Backend):
         for g, example in enumerate(examples):
             for c in rng.choices(range(len(self.responses)), weights=weights, k=self.cfg.sampling.group_size):
                 text = self.responses[c]
-                words = list(range(len(text.split()))) or [0]  # one id per word; an empty response has one
+                words = self.tokenizer.encode(text) or [WordTokenizer.END]  # an empty response has one token
                 out.append(Rollout(example, g, prompt_ids=[], response_ids=words, text=text, truncated=False))
         return out
 
@@ -125,3 +122,32 @@ class CannedBackend(Backend):
         state = json.loads(path.read_text())
         self.logits = torch.tensor(state["logits"])
         return int(state["step"]), int(state["position"])
+
+
+class WordTokenizer:
+    """Words as tokens, enough for mrbench's step: ``encode`` gives each new word the next id,
+    ``decode`` joins words with single spaces (id 0, ``END``, ends a response and decodes to
+    nothing); a chat prompt is its messages' words (prompt lengths in words)."""
+
+    END = 0
+
+    def __init__(self, texts: list[str]):
+        self.words = [""]
+        self.ids: dict[str, int] = {}
+        self.all_special_ids = [self.END]
+        for text in texts:  # the candidates' words first: their ids are the same in every run
+            self.encode(text)
+
+    def encode(self, text: str) -> list[int]:
+        for word in text.split():
+            self.ids.setdefault(word, len(self.ids) + 1)
+            if len(self.words) <= self.ids[word]:
+                self.words.append(word)
+        return [self.ids[word] for word in text.split()]
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return " ".join(self.words[i] for i in ids if i != self.END or not skip_special_tokens)
+
+    def apply_chat_template(self, messages: list[dict[str, str]], tokenize: bool = True,
+                            add_generation_prompt: bool = True) -> list[int]:
+        return self.encode(" ".join(str(m.get("content", "")) for m in messages))

@@ -2,8 +2,10 @@
 
 ``train(record)``, in the mrbench process (no OpenRLHF import here):
 
-1. loads the task's examples, drops prompts over ``sampling.max_prompt_tokens`` with the policy's
-   tokenizer (as the local backend does), starts the record;
+1. runs the run's prologue with the policy's tokenizer, as every backend does
+   (:meth:`harness.training.step.Step.open`: the examples loaded and checked, prompts over
+   ``sampling.max_prompt_tokens`` dropped, the record started, the relevance guard's look at the
+   start);
 2. writes the prompt file in the local backend's order (:mod:`.prompts`) and the cell file
    (:mod:`.cell`);
 3. runs OpenRLHF (:mod:`.launch`): the entry point :mod:`.main` installs mrbench's experience
@@ -27,6 +29,7 @@ from typing import Any
 
 from harness.backends import BACKENDS
 from harness.backends.base import Backend, BackendRunError
+from harness.backends.honours import STEP_FIELDS
 from harness.backends.openrlhf import checks
 from harness.backends.openrlhf.argv import (
     ENTRYPOINT,
@@ -41,7 +44,6 @@ from harness.backends.openrlhf.cell import CellPaths, CellSpec
 from harness.backends.openrlhf.launch import clear_stop, run_process
 from harness.backends.openrlhf.prompts import load_tokenizer, model_source, stop_ids, write_prompts
 from mrbench_core.replay_kinds import ReplayRequest
-from tasks.data_source import load_examples
 
 #: environment variables the OpenRLHF processes need as the mrbench process has them
 FORWARDED_ENV = ("MRBENCH_DATA_DIR", "MRBENCH_MODEL_CACHE", "HF_HOME", "HF_HUB_OFFLINE")
@@ -70,17 +72,16 @@ class OpenRLHFBackend(Backend):
     supports_reference = False
     supports_extra_loss = False
     #: what it leaves out, and why: checks.NOT_HONOURED; the dtypes it honours: checks.dtype_refusals
-    honours = frozenset({
-        "task.data_dir", "task.split", "task.limit", "task.verifier_timeout_s", "model.name", "model.dtype",
-        "model.train_dtype", "model.lora", "model.lora_r", "model.lora_alpha", "model.lora_dropout",
-        "model.gradient_checkpointing", "model.cache_dir",
+    honours = STEP_FIELDS | frozenset({
+        "model.name", "model.dtype", "model.train_dtype", "model.lora", "model.lora_r", "model.lora_alpha",
+        "model.lora_dropout", "model.gradient_checkpointing", "model.cache_dir",
         "backend.openrlhf", "backend.local.generator", "backend.local.vllm_gpu_memory_utilization",
         "backend.local.rollout_attention", "backend.local.threads",  # the end-of-run evaluation's generator
-        "sampling.prompts_per_step", "sampling.group_size", "sampling.temperature", "sampling.top_p",
-        "sampling.top_k", "sampling.max_new_tokens", "sampling.max_prompt_tokens", "optim.lr", "optim.betas",
-        "optim.weight_decay", "optim.grad_clip", "optim.micro_batch_size", "optim.mini_batches", "optim.clip_low",
-        "optim.clip_high", "optim.kl_coef", "optim.entropy_coef", "schedule.steps", "schedule.checkpoint_every",
-        "schedule.log_samples", "schedule.no_signal_steps", "output.credit_groups", "output.save_model", "seed"})
+        "sampling.group_size", "sampling.temperature", "sampling.top_p", "sampling.top_k", "sampling.max_new_tokens",
+        "optim.lr", "optim.betas", "optim.weight_decay", "optim.grad_clip", "optim.micro_batch_size",
+        "optim.mini_batches", "optim.clip_low", "optim.clip_high", "optim.kl_coef", "optim.entropy_coef",
+        "schedule.checkpoint_every", "schedule.no_signal_steps",  # OpenRLHF's own loop: its checkpoints, the watch
+        "output.save_model"})
 
     def __init__(self, cfg: Any, task: Any | None = None, algorithm: Any | None = None):
         super().__init__(cfg, task, algorithm)
@@ -136,36 +137,19 @@ class OpenRLHFBackend(Backend):
 
     # -- training -------------------------------------------------------------------------------------
     def train(self, record: Any) -> dict[str, Any]:
-        from algorithms import get_algorithm
         from harness.no_signal import SignalWatch
-        from harness.training.batch import fit_prompts
+        from harness.training.step import Step
         from harness.training.step_metrics import run_summary
-        from tasks.base import Task
-        from tasks.registry import make_task
 
         cfg, t_run = self.cfg, time.time()
-        algo = self.algorithm or get_algorithm(cfg.algo.name, **cfg.algo.params)
-        task = self.task or make_task(cfg.task.name, **cfg.task.options)
+        task, algorithm = self.run_objects()
         paths = self._paths = CellPaths(record.path.resolve())
         source = model_source(cfg)
         tokenizer = load_tokenizer(source)
-        task.use_tokenizer(tokenizer)
-        examples = load_examples(task, cfg.task.split, cfg.task.data_dir, cfg.task.limit, cfg.seed)
-        examples, too_long = fit_prompts(examples, tokenizer, cfg.sampling.max_prompt_tokens)
-        if not examples:
-            raise ValueError(f"task {cfg.task.name!r} loaded no {cfg.task.split!r} examples"
-                             + (f" within sampling.max_prompt_tokens={cfg.sampling.max_prompt_tokens} "
-                                f"({too_long} longer)" if too_long else ""))
-        argv = openrlhf_argv(cfg, paths, source)
-        command = launch_command(cfg, paths, argv)
-        record.start(seed=cfg.seed, task_version=str(task.version), data_hash=Task.data_hash(examples),
-                     extra={"backend": self.name, "model_source": source, "numerics": self._numerics(cfg),
-                            "prompts_too_long": too_long, "openrlhf": {"command": shell_line(command),
-                                                                        "placement": placement(cfg),
-                                                                        "precision": precision(cfg).lines(cfg)}})
-        from harness.training.relevance_guard import RelevanceGuard
-
-        RelevanceGuard(algo, task, record).at_start(examples, cfg.schedule.steps)
+        command = launch_command(cfg, paths, openrlhf_argv(cfg, paths, source))
+        _, examples = Step.open(cfg, task, algorithm, record, tokenizer, extra={
+            "backend": self.name, "model_source": source, "numerics": self._numerics(cfg),
+            "openrlhf": {"command": shell_line(command), "placement": placement(cfg), "precision": precision(cfg).lines(cfg)}})
         write_prompts(paths.prompts, cfg, examples, tokenizer, stop_ids(tokenizer, source))
         CellSpec(config=cfg.to_dict(), record_dir=str(paths.record)).write()
         clear_stop(paths)

@@ -46,9 +46,9 @@ class MRExperienceMaker(RemoteExperienceMaker):
         self.mr_cfg = cfg
         self.algorithm = get_algorithm(cfg.algo.name, **cfg.algo.params)
         self.task = cached_task(cfg.task.name, dict(cfg.task.options))
-        self.step = 0  # 0-based training step, set by the trainer before each batch
-        #: the run's shared step; the trainer gives it the record, the credit log and the guard
-        self.shared: Step = Step(cfg, self.task, self.algorithm, None, self.tokenizer)
+        self.step_index = 0  # 0-based training step, set by the trainer before each batch
+        #: the run's shared step; the trainer attaches it to the record (Step.attach)
+        self.step: Step = Step(cfg, self.task, self.algorithm, None, self.tokenizer)
         self.last: StepState | None = None
         self._pending: StepState | None = None
 
@@ -72,8 +72,8 @@ class MRExperienceMaker(RemoteExperienceMaker):
 
     # -- OpenRLHF's hooks ---------------------------------------------------------------------------
     def make_experience_batch(self, rollout_samples):
-        step = self.shared
-        state = step.plan(self.step)
+        step = self.step
+        state = step.plan(self.step_index)
         rollouts, score_seconds = rollouts_from_samples(rollout_samples, self.args.rollout.n_samples_per_prompt)
         step.take(state, rollouts)
         step.score(state, scored=True)  # scored in the vLLM workers, with the Step's score_response
@@ -90,8 +90,8 @@ class MRExperienceMaker(RemoteExperienceMaker):
         state = self._pending
         if state is None:
             raise RuntimeError("MRExperienceMaker.compute_advantages_and_returns runs inside make_experience_batch")
-        write_advantages(experiences, self.shared.advantages(state))
+        write_advantages(experiences, self.step.advantages(state))
         with state.phases("credit"):
-            self.shared.credit_rows(state)
+            self.step.credit_rows(state)
         self.last = state
         return experiences

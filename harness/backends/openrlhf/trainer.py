@@ -10,8 +10,9 @@ Ray refuses to subclass a class it has made remote, so both subclass the undecor
   once OpenRLHF has built its actor trainer, makes it run mrbench's policy objective, the one the
   local backend's update runs (:mod:`.update`).
 - :class:`MRPPOTrainerImpl` puts :class:`~.maker.MRExperienceMaker` in place of OpenRLHF's and
-  gives the maker's shared step (:class:`harness.training.step.Step`) the record, the credit log
-  (``credit.jsonl``, :class:`harness.training.credit_log.CreditLog`) and the relevance guard; reads
+  attaches the maker's shared step (:class:`harness.training.step.Step`) to the record
+  (:meth:`~harness.training.step.Step.attach`: its credit log, ``credit.jsonl``, and its
+  relevance guard; the prologue ran in the mrbench process); reads
   the prompts in file order (mrbench's data order) instead of shuffled, adds top-k to the sampling
   parameters, tells the maker the step, and after each step finishes it: OpenRLHF's update
   statistics, then the Step's metrics row and sample rows (rows after the checkpoint it resumes
@@ -79,8 +80,6 @@ class MRPPOTrainerImpl(_TrainerBase):
         super().__init__(pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
                          reference_model_group, vllm_engines, **generate_kwargs)
         from harness.records import RunRecord
-        from harness.training.credit_log import CreditLog
-        from harness.training.relevance_guard import RelevanceGuard
 
         self.cell = current_cell()
         self.mr_cfg = self.cell.cfg
@@ -93,24 +92,15 @@ class MRPPOTrainerImpl(_TrainerBase):
         if self.mr_cfg.sampling.top_k:
             self.generate_kwargs["top_k"] = int(self.mr_cfg.sampling.top_k)
         self.record = RunRecord(self.cell.paths.record)
-        self.guard = RelevanceGuard(self.experience_maker.algorithm, self.experience_maker.task, self.record)
-        self.credit = CreditLog(self.mr_cfg.output.credit_groups, self.record.path, self.tokenizer,
-                                self.experience_maker.task)
-        self.share_step()
-
-    def share_step(self) -> None:
-        """The maker's shared step writes into this trainer's record, credit log and guard."""
-        shared = self.experience_maker.shared
-        shared.record, shared.credit, shared.guard = self.record, self.credit, self.guard
+        self.experience_maker.step.attach(self.record)  # the maker's Step writes into this record
 
     def init_checkpoint_states(self):
         states = super().init_checkpoint_states()
-        self.record.truncate_metrics(int(states.get("global_step", 0)))
-        self.credit.resume(int(states.get("global_step", 0)))
+        self.experience_maker.step.resume_at(int(states.get("global_step", 0)))
         return states
 
     def train_step(self, rollout_samples, global_step: int):
-        self.experience_maker.step = global_step
+        self.experience_maker.step_index = global_step
         return super().train_step(rollout_samples, global_step)
 
     def _append_step(self, global_step: int, status: dict[str, Any]) -> None:
@@ -121,8 +111,8 @@ class MRPPOTrainerImpl(_TrainerBase):
         state = maker.last
         if state is None:
             return
-        maker.shared.updated(state, update_stats(status))
-        maker.shared.finish(state, times=step_times(status, state.phases.seconds))
+        maker.step.updated(state, update_stats(status))
+        maker.step.finish(state, times=step_times(status, state.phases.seconds))
         maker.last = None
 
     def save_logs_and_checkpoints(self, global_step: int, logs_dict=None, client_states=None) -> None:
