@@ -54,6 +54,11 @@ class RolloutBatch:
       replayed, uniform weight.
     - ``joint_relevance[B,T]``: one relevance profile for all blocks together (mrtpo-joint).
     - ``logprob_delta[B,T]``: CoRT's delta_t = log pi(y_t|x+) - log pi(y_t|x-); NaN = not replayed.
+    - ``token_entropy[B,T]``: the old policy's entropy (nats) of the next-token distribution that
+      sampled each response token, at the rollout temperature (``ReplayRequest.ENTROPY``: the
+      entropy-based credit methods); a response NaN on a valid token was not supplied.
+    - ``token_ids[B,T]``: the sampled token ids (``ReplayRequest.TOKEN_IDS``: KTAE); any value
+      past a response's end.
 
     Optional per-reward information from the task:
 
@@ -75,6 +80,8 @@ class RolloutBatch:
     reward_low: Tensor | None = None
     reward_names: tuple[str, ...] | None = None
     total_steps: int | None = None
+    token_entropy: Tensor | None = None
+    token_ids: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.rewards.dim() != 2:
@@ -90,7 +97,8 @@ class RolloutBatch:
             self.rewards = self.rewards.float()
         T = self.response_mask.shape[1]
         checks = [("relevance", self.relevance, (B, K, T)), ("joint_relevance", self.joint_relevance, (B, T)),
-                  ("logprob_delta", self.logprob_delta, (B, T)), ("reward_low", self.reward_low, (K,))]
+                  ("logprob_delta", self.logprob_delta, (B, T)), ("reward_low", self.reward_low, (K,)),
+                  ("token_entropy", self.token_entropy, (B, T)), ("token_ids", self.token_ids, (B, T))]
         for field_name, value, shape in checks:
             if value is not None and tuple(value.shape) != shape:
                 raise ValueError(f"{field_name} must have shape {shape}, got {tuple(value.shape)}")
@@ -151,6 +159,28 @@ def build_config(config_cls: type, algorithm: str, kwargs: Mapping[str, Any]) ->
         message = str(exc)
         raise ConfigError(message if message.startswith("algorithm ") else f"algorithm {algorithm!r}: {message}") \
             from None
+
+
+def config_with_aggregator(algorithm: str, config_cls: type, aggregator_cls: type,
+                           config: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(own config, aggregator instance) of an algorithm built on another one's advantages (MRTPO on
+    GDPO, the token-credit methods on GDPO or GRPO): each key goes to the config that declares it;
+    an unknown key is refused listing both sets, and the aggregator's errors are reported as this
+    algorithm's."""
+    own = {f.name for f in dataclasses.fields(config_cls)}
+    theirs = {f.name for f in dataclasses.fields(aggregator_cls.config_class)}
+    unknown = sorted(set(config) - own - theirs)
+    if unknown:
+        raise ConfigError(f"algorithm {algorithm!r}: unknown config key(s) {unknown}; accepted keys: "
+                          f"{', '.join(sorted(own))} (token weighting), "
+                          f"{', '.join(sorted(theirs))} ({aggregator_cls.name} aggregation)")
+    built = build_config(config_cls, algorithm, {k: v for k, v in config.items() if k in own})
+    try:  # the aggregator's parameters are checked as its own, and reported as this algorithm's
+        aggregator = aggregator_cls(**{k: v for k, v in config.items() if k in theirs})
+    except ConfigError as exc:
+        message = str(exc).removeprefix(f"algorithm {aggregator_cls.name!r}: ")
+        raise ConfigError(f"algorithm {algorithm!r}: {message}") from None
+    return built, aggregator
 
 
 def _number(value: Any, tp: Any, where: str) -> Any:

@@ -13,12 +13,14 @@ so a per-constraint reward of instruction following is aggregated by constraint 
   over the valid tokens of the responses where r applies, for an algorithm whose
   :meth:`~algorithms.base.Algorithm.contributions` splits it by reward (:func:`reward_contributions`);
 - ``credit/<r>/replay_share``: the share of (response, r) pairs replayed (relevance computed);
-- an algorithm whose split carries per-reward token weights (the MRTPO family), over the replayed
-  pairs whose weights follow relevance: ``credit/<r>/q_mean`` (mean relevance q over valid
-  tokens), ``credit/<r>/top80_share`` (the share of a response's tokens that hold 80% of reward r's
-  Eq. 6 weight: ceil(0.8 T) / T when uniform, lower when concentrated), and where the verifier reports the
-  characters it read, ``credit/<r>/read_mass`` (the share of reward r's credit mass |A_r,t| on the
-  tokens it read) beside ``credit/<r>/read_tokens`` (the share of tokens read: the uniform baseline).
+- an algorithm whose split marks the pairs whose credit follows a token signal (the MRTPO family,
+  forking tokens, GTPO, KTAE), over those pairs (and, with a relevance, over the replayed ones):
+  ``credit/<r>/q_mean`` (mean relevance q over valid tokens, where the batch has a relevance),
+  ``credit/<r>/top80_share`` (where the split has per-reward token weights: the share of a
+  response's tokens that hold 80% of reward r's weight: ceil(0.8 T) / T when uniform, lower when
+  concentrated), and where the verifier reports the characters it read, ``credit/<r>/read_mass``
+  (the share of reward r's credit mass |A_r,t| on the tokens it read) beside
+  ``credit/<r>/read_tokens`` (the share of tokens read: the uniform baseline).
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def batch_diagnostics(batch: RolloutBatch, name_ids: Tensor, names: Sequence[str
         n_tok = float((tokens.unsqueeze(1) * pairs).sum())
         out[f"adv/{name}/abs_mean"] = float(pt.abs().sum()) / max(n_tok, 1.0)
         out[f"adv/{name}/mean"] = float(pt.sum()) / max(n_tok, 1.0)
-        if c.token_weights is None or c.relevance_weighted is None:
+        if c.relevance_weighted is None:
             continue
         weighted = pairs & c.relevance_weighted & replayed if relevance is not None else pairs & c.relevance_weighted
         if not bool(weighted.any()):
@@ -126,7 +128,8 @@ def batch_diagnostics(batch: RolloutBatch, name_ids: Tensor, names: Sequence[str
             q = torch.where(mask.unsqueeze(1) & weighted.unsqueeze(-1), relevance.to(torch.float32),
                             torch.zeros_like(relevance, dtype=torch.float32))
             out[f"credit/{name}/q_mean"] = float(q.nan_to_num(0.0).sum() / (tokens.unsqueeze(1) * weighted).sum())
-        out[f"credit/{name}/top80_share"] = float(top[weighted].mean())  # type: ignore[index]
+        if top is not None:
+            out[f"credit/{name}/top80_share"] = float(top[weighted].mean())
         if read is None or read_known is None:
             continue
         known = weighted & read_known

@@ -77,9 +77,14 @@ class GRPO(Algorithm):
         return broadcast_to_tokens(self.response_advantages(batch), batch.response_mask)
 
     def contributions(self, batch: RolloutBatch, result: Advantages) -> Contributions:
-        """c_k (r_{j,k} - mean_g(c_k r_k)) / (std_g(S) + eps) on every valid token, S the weighted sum
-        (the mean over the group's responses with some reward present): the parts sum to the
-        advantage when every reward applies to every response of the group."""
+        """:meth:`reward_parts` on every valid token."""
+        m = batch.response_mask.unsqueeze(1).to(torch.float32)
+        return Contributions(self.reward_parts(batch).unsqueeze(-1) * m, reward_weights=self.reward_weights(batch))
+
+    def reward_parts(self, batch: RolloutBatch) -> Tensor:
+        """[B,K]: c_k (r_{j,k} - mean_g(c_k r_k)) / (std_g(S) + eps), S the weighted sum (the mean over
+        the group's responses with some reward present): the parts sum to the advantage when every
+        reward applies to every response of the group."""
         c = self.reward_weights(batch)
         r = batch.rewards.to(torch.float32) * c
         S = summed_rewards(r)
@@ -90,6 +95,4 @@ class GRPO(Algorithm):
         idx = st_s.index
         a = (r - st_r.mean[idx]) / (st_s.sample_std[idx] + self.config.eps)
         ok = ~torch.isnan(r) & present.unsqueeze(1) & st_s.varying[idx]
-        a = torch.where(ok, a, torch.zeros_like(a))
-        m = batch.response_mask.unsqueeze(1).to(torch.float32)
-        return Contributions(a.unsqueeze(-1) * m, reward_weights=c)
+        return torch.where(ok, a, torch.zeros_like(a))

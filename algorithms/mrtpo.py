@@ -62,11 +62,10 @@ from torch import Tensor
 from algorithms.base import (
     Advantages,
     Algorithm,
-    ConfigError,
     Contributions,
     ReplayRequest,
     RolloutBatch,
-    build_config,
+    config_with_aggregator,
     finite_or_nan,
     masked_mean,
     rewards_varying_in_group,
@@ -189,20 +188,8 @@ class MRTPO(Algorithm):
     per_reward_weights = True
 
     def __init__(self, **config: Any):
-        own = {f.name for f in dataclasses.fields(self.config_class)}
-        theirs = {f.name for f in dataclasses.fields(self.aggregator_class.config_class)}
-        unknown = sorted(set(config) - own - theirs)
-        if unknown:
-            raise ConfigError(f"algorithm {self.name!r}: unknown config key(s) {unknown}; accepted keys: "
-                              f"{', '.join(sorted(own))} (token weighting), "
-                              f"{', '.join(sorted(theirs))} ({self.aggregator_class.name} aggregation)")
-        self.config = build_config(self.config_class, self.name, {k: v for k, v in config.items() if k in own})
-        try:  # the aggregator's parameters are checked as its own, and reported as this algorithm's
-            self.aggregator = self.aggregator_class(**{k: v for k, v in config.items() if k in theirs})
-        except ConfigError as exc:
-            theirs_prefix = f"algorithm {self.aggregator_class.name!r}: "
-            message = str(exc).removeprefix(theirs_prefix)
-            raise ConfigError(f"algorithm {self.name!r}: {message}") from None
+        self.config, self.aggregator = config_with_aggregator(self.name, self.config_class, self.aggregator_class,
+                                                              config)
 
     def config_dict(self) -> dict[str, Any]:
         return {**self.aggregator.config_dict(), **dataclasses.asdict(self.config)}

@@ -28,6 +28,12 @@ BUILTINS = {
     "mrtpo-oracle": "algorithms.mrtpo:MRTPOOracle",
     "cort": "algorithms.cort:CoRT",
     "opsd": "algorithms.opsd:OPSD",
+    "forking": "algorithms.entropy_credit:Forking",
+    "forking-summed": "algorithms.entropy_credit:ForkingSummed",
+    "gtpo": "algorithms.entropy_credit:GTPO",
+    "gtpo-summed": "algorithms.entropy_credit:GTPOSummed",
+    "ktae": "algorithms.ktae:KTAE",
+    "ktae-summed": "algorithms.ktae:KTAESummed",
 }
 for _name, _spec in BUILTINS.items():
     ALGORITHMS.lazy(_name, _spec)

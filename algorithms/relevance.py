@@ -31,6 +31,9 @@ Intended use by the replay engine: run the two forward passes over the same resp
 produce logits for a chunk of response positions at a time (e.g. apply the LM head to a slice of
 hidden states), and either call :func:`js_distance` per chunk or feed both chunk streams to
 :func:`js_distance_stream` / :class:`JSStream`. Never materialise [T, V] for a whole batch.
+
+One-distribution statistics live here too: CoRT's :func:`token_logprobs` and the entropy-based
+credit methods' :func:`token_entropy`.
 """
 
 from __future__ import annotations
@@ -213,3 +216,20 @@ def token_logprob_delta(logits_with: Tensor, logits_without: Tensor, tokens: Ten
                         chunk_size: int | None = None) -> Tensor:
     """CoRT's delta_t = log pi(y_t | x+, y<t) - log pi(y_t | x-, y<t) for the sampled tokens."""
     return token_logprobs(logits_with, tokens, chunk_size) - token_logprobs(logits_without, tokens, chunk_size)
+
+
+def token_entropy(logits: Tensor, chunk_size: int | None = None) -> Tensor:
+    """H = -sum_v p_v log p_v (nats) of softmax(logits) over the last dim, in float32, chunked over
+    positions; logits [..., V] (already divided by the temperature), result [...]. A zero-probability
+    entry adds exactly 0 (its log-probability is clamped at ``LOGPROB_FLOOR``), so -inf logits are
+    fine; a one-hot distribution gives 0."""
+    if logits.dim() == 0:
+        raise ValueError("logits need a vocabulary dimension")
+    V = logits.shape[-1]
+    flat = logits.reshape(-1, V)
+    step = chunk_size or default_chunk_size(V)
+    out = torch.empty(flat.shape[0], dtype=torch.float32, device=logits.device)
+    for start in range(0, flat.shape[0], step):
+        log_p = log_probs(flat[start:start + step])
+        out[start:start + step] = (log_p.exp() * log_p).sum(-1).neg().clamp_min(0.0) + 0.0  # no -0.0
+    return out.reshape(logits.shape[:-1])

@@ -25,10 +25,13 @@ class Contributions:
       (before a batch rescale's shift, for a method with one);
     - ``reward_weights[K]``: the c_k in force at the batch's step, for a method that weights its
       rewards (``reward/<r>/weight``); None for one that does not;
-    - ``token_weights[B,K,T]``: per-reward token weights (MRTPO's Eq. 6 w, 1 where uniform), with
-      ``relevance_weighted[B,K]`` bool, the (response, reward) pairs whose weights follow a relevance
-      profile (the ``credit/<r>/q_mean``, ``top80_share`` and ``read_mass`` entries); both None for a
-      method whose rewards share each token's weight.
+    - ``relevance_weighted[B,K]`` bool: the (response, reward) pairs whose credit follows a token
+      signal (MRTPO's relevance, the entropy, KTAE's key tokens): the ``credit/<r>/q_mean``,
+      ``top80_share`` and ``read_mass`` entries; None for a method that gives every token of a
+      response the same credit, or whose rewards share each token's credit;
+    - ``token_weights[B,K,T]``: the per-reward token weights of a method that weights each reward's
+      part multiplicatively (MRTPO's Eq. 6 w, 1 where uniform; needs ``relevance_weighted``), for
+      ``top80_share``; None otherwise (KTAE adds to the part instead).
     """
 
     per_token: Tensor
@@ -42,8 +45,8 @@ class Contributions:
         B, K, _ = self.per_token.shape
         if self.reward_weights is not None and tuple(self.reward_weights.shape) != (K,):
             raise ValueError(f"reward_weights must be [K={K}], got shape {tuple(self.reward_weights.shape)}")
-        if (self.token_weights is None) != (self.relevance_weighted is None):
-            raise ValueError("token_weights and relevance_weighted come together (both or neither)")
+        if self.token_weights is not None and self.relevance_weighted is None:
+            raise ValueError("token_weights need relevance_weighted, the pairs they apply to")
         if self.token_weights is not None and self.token_weights.shape != self.per_token.shape:
             raise ValueError(f"token_weights must have per_token's shape {tuple(self.per_token.shape)}, "
                              f"got {tuple(self.token_weights.shape)}")

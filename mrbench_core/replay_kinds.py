@@ -18,6 +18,10 @@ class ReplayRequest(str, enum.Enum):
     - ``read_spans``: ``relevance[B,K,T]`` as 0/1 masks of the tokens each verifier reports it read
       (its verdict's character spans), no forward pass (mrtpo-oracle); NaN (uniform) where a
       verifier reports no span or reads the whole response.
+    - ``entropy``: ``token_entropy[B,T]``, the old policy's entropy of the distribution that sampled
+      each response token (the entropy-based credit methods: forking tokens, GTPO); taken from the
+      sampling pass's logits where the engine has them, else one forward pass of the old policy.
+    - ``token_ids``: ``token_ids[B,T]``, the sampled token ids, no forward pass (KTAE).
     """
 
     NONE = "none"
@@ -26,6 +30,8 @@ class ReplayRequest(str, enum.Enum):
     RUBRIC = "rubric"
     TEACHER = "teacher"
     READ_SPANS = "read_spans"
+    ENTROPY = "entropy"
+    TOKEN_IDS = "token_ids"
 
     def __str__(self) -> str:
         return self.value
@@ -35,6 +41,6 @@ class ReplayRequest(str, enum.Enum):
         raise ValueError(f"unknown replay kind {value!r}; known: {', '.join(k.value for k in cls)}")
 
 
-#: replay kinds built without a forward pass (from the verdicts alone): a backend may build them
+#: replay kinds built without a forward pass (from the verdicts or the sampled ids): a backend may build them
 #: where the batch is, and the model-parallel limits of a replay do not apply to them
-WITHOUT_FORWARD = frozenset({ReplayRequest.READ_SPANS})
+WITHOUT_FORWARD = frozenset({ReplayRequest.READ_SPANS, ReplayRequest.TOKEN_IDS})

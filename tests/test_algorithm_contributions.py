@@ -101,7 +101,7 @@ def test_the_diagnostics_module_names_no_algorithm_family():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"reward_weights": torch.ones(3)}, "reward_weights must be"),
-    ({"token_weights": torch.ones(2, 2, 3)}, "both or neither"),
+    ({"token_weights": torch.ones(2, 2, 3)}, "token_weights need relevance_weighted"),
     ({"token_weights": torch.ones(2, 2, 4), "relevance_weighted": torch.ones(2, 2, dtype=torch.bool)},
      "per_token's shape"),
     ({"token_weights": torch.ones(2, 2, 3), "relevance_weighted": torch.ones(2, 3, dtype=torch.bool)},

@@ -2,7 +2,8 @@
 
 The batches include the degenerate shapes training produces: empty responses, NaN rewards,
 groups of one, rewards constant everywhere, every response dropped by GD2PO, relevance rows of
-zeros, NaN or infinities, and uniform advantages that are all zero. The bound each family
+zeros, NaN or infinities, uniform advantages that are all zero, and token entropies that are the
+same on every token, zero, nearly zero, NaN or infinite. The bound each family
 guarantees is stated in its module docstring (MRTPO: ``algorithms/mrtpo.py``).
 
 The default suite runs these with the conftest's hypothesis profile (derandomized under CI);
@@ -21,10 +22,12 @@ from hypothesis import strategies as st
 from algorithms import RolloutBatch, get_algorithm, list_algorithms
 from algorithms.base import broadcast_to_tokens, masked_mean
 from algorithms.cort import CoRT
+from algorithms.entropy_credit import GTPO, Forking
 from algorithms.gdpo import Reweighter
 from algorithms.grpo import GRPO
 from algorithms.mrtpo import MRTPO, MRTPOJoint
 from algorithms.opsd import OPSD
+from algorithms.token_credit import TokenCredit
 
 NAN = float("nan")
 INF = float("inf")
@@ -43,6 +46,8 @@ ISSUE_BATCH = RolloutBatch(
     step=0,
     joint_relevance=torch.tensor([[0.3, 0.7], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]),
     logprob_delta=torch.tensor([[0.5, -2.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]),
+    token_entropy=torch.tensor([[0.2, 1.5], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]),
+    token_ids=torch.tensor([[3, 4], [0, 0], [0, 0], [0, 0]]),
 )
 
 
@@ -75,9 +80,15 @@ def degenerate_batches(draw) -> RolloutBatch:
     delta = torch.randn(B, T, generator=gen) * 5
     delta[torch.rand(B, T, generator=gen) < 0.2] = draw(st.sampled_from([NAN, INF, -INF]))
     groups = torch.tensor([g * 7 for g, n in enumerate(sizes) for _ in range(n)])
+    entropy = torch.rand(B, T, generator=gen) * 4
+    rows = torch.randint(0, 6, (B,), generator=gen)
+    entropy[rows == 0] = 0.7  # the same on every token
+    entropy[rows == 1] = 0.0  # sampled with certainty
+    entropy[rows == 2, 0] = draw(st.sampled_from([NAN, INF, 1e-12]))  # not supplied, or nearly certain
+    ids = torch.randint(0, draw(st.integers(1, 5)), (B, T), generator=gen)
     perm = torch.randperm(B, generator=gen)
     return RolloutBatch(rewards[perm], groups[perm], mask[perm], q[perm], draw(st.integers(0, 30)),
-                        joint[perm], delta[perm])
+                        joint[perm], delta[perm], token_entropy=entropy[perm], token_ids=ids[perm])
 
 
 def mrtpo_shares(algo: MRTPO, batch: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,6 +118,33 @@ def check_mrtpo_bound(algo: MRTPO, batch: RolloutBatch, adv: torch.Tensor) -> No
         assert torch.all(adv == 0)
 
 
+def check_token_credit(algo: TokenCredit, batch: RolloutBatch, adv: torch.Tensor) -> None:
+    """The bounds of algorithms/README.md for forking tokens, GTPO and KTAE around their underlying U."""
+    mask = batch.response_mask
+    base = algo.underlying(batch)
+    U = base.uniform.unsqueeze(1).expand_as(adv)
+    dev = (adv - U).abs()
+    if isinstance(algo, Forking):
+        assert torch.all((adv[mask] == 0) | (adv[mask] == U[mask]))
+        return
+    T = mask.sum(1, keepdim=True).float()
+    if isinstance(algo, GTPO):
+        c = algo.config
+        cap = c.alpha_2 / (c.alpha_1 + c.alpha_2) * (T - 1).clamp_min(0) * base.parts.abs().sum(1, keepdim=True)
+        has = mask.any(1)
+        scale = base.uniform.abs().amax() + base.parts.abs().amax() * 1e-6 if base.uniform.numel() else 0.0
+        torch.testing.assert_close(masked_mean(adv, mask, dim=1)[has], base.uniform[has], rtol=1e-4,
+                                   atol=1e-5 * (1 + float(scale)))
+    else:
+        cap = algo.config.scale * base.unit.abs().sum(1, keepdim=True)
+    if algo.per_reward:  # Eq. 8: at most the uniform advantage's second moment over the batch
+        cap = torch.minimum(cap, torch.sqrt((T.squeeze(1) * base.uniform ** 2).sum()))
+        if bool(torch.all(base.uniform == 0)):
+            assert torch.all(adv == 0)
+    cap = cap.expand_as(adv)
+    assert torch.all(dev[mask] <= cap[mask] * (1 + 1e-4) + 1e-5), (dev, cap)
+
+
 def check_bounded(name: str, batch: RolloutBatch) -> None:
     algo = get_algorithm(name)
     adv = algo.token_advantages(batch)
@@ -122,6 +160,8 @@ def check_bounded(name: str, batch: RolloutBatch) -> None:
         eta = algo.config.eta
         uniform = broadcast_to_tokens(algo.aggregator.response_advantages(batch), mask).abs()
         assert torch.all(adv.abs() <= uniform * (1 + eta / 2) / (1 - eta / 2) * (1 + 1e-5) + 1e-6)
+    elif isinstance(algo, TokenCredit):
+        check_token_credit(algo, batch, adv)
     elif isinstance(algo, OPSD):
         expected = GRPO().token_advantages(batch) if algo.config.advantage == "grpo" else torch.zeros_like(adv)
         assert torch.equal(adv, expected)

@@ -13,9 +13,12 @@ from algorithms.base import ConfigError, ReplayRequest
 from mrbench_core.registry import UnknownNameError
 
 DESIGN_NAMES = ["grpo", "gdpo", "saw", "dara", "dvao", "gd2po", "sa-mrpo", "mrtpo", "mrtpo+saw", "mrtpo+dara",
-                "mrtpo+dvao", "mrtpo+gd2po", "mrtpo+sa-mrpo", "mrtpo-joint", "mrtpo-shuffled", "cort", "opsd"]
+                "mrtpo+dvao", "mrtpo+gd2po", "mrtpo+sa-mrpo", "mrtpo-joint", "mrtpo-shuffled", "cort", "opsd",
+                "forking", "forking-summed", "gtpo", "gtpo-summed", "ktae", "ktae-summed"]
 REPLAY = {"mrtpo": "leave_one_out", "mrtpo+saw": "leave_one_out", "mrtpo-shuffled": "leave_one_out",
-          "mrtpo-joint": "joint", "cort": "rubric", "opsd": "teacher"}
+          "mrtpo-joint": "joint", "cort": "rubric", "opsd": "teacher", "forking": "entropy",
+          "forking-summed": "entropy", "gtpo": "entropy", "gtpo-summed": "entropy", "ktae": "token_ids",
+          "ktae-summed": "token_ids"}
 
 
 def test_every_design_name_is_listed() -> None:
@@ -63,7 +66,8 @@ def test_each_algorithm_builds_and_runs(name: str) -> None:
     B, K, T = 4, 2, 3
     batch = RolloutBatch(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]]), torch.tensor([0, 0, 1, 1]),
                          torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1]]).bool(), torch.rand(B, K, T), 20,
-                         joint_relevance=torch.rand(B, T), logprob_delta=torch.randn(B, T))
+                         joint_relevance=torch.rand(B, T), logprob_delta=torch.randn(B, T),
+                         token_entropy=torch.rand(B, T), token_ids=torch.randint(0, 4, (B, T)))
     adv = algo.token_advantages(batch)
     assert adv.shape == (B, T) and torch.all(adv[~batch.response_mask] == 0)
     metrics = algo.advantages(batch).metrics

@@ -38,7 +38,8 @@ VARIANTS = {"gdpo": [{"rescale": "trl"}, {"rescale": "verl", "weights": {"format
 def golden_batch(step: int) -> tuple[RolloutBatch, torch.Tensor, torch.Tensor]:
     """(batch, read[B,K,T], read_known[B,K]): three groups, three rewards (the third absent from two
     responses, one of them negative-capable for SAW's shift), random relevance with two pairs not
-    replayed, a joint profile, a log-prob change with one token not replayed, and read masks."""
+    replayed, a joint profile, a log-prob change with one token not replayed, read masks, and the
+    token entropies and ids of the token-credit methods."""
     gen = torch.Generator().manual_seed(32)
     B, K, T = len(LENGTHS), len(NAMES), max(LENGTHS)
     mask = torch.tensor([[t < n for t in range(T)] for n in LENGTHS])
@@ -53,9 +54,12 @@ def golden_batch(step: int) -> tuple[RolloutBatch, torch.Tensor, torch.Tensor]:
     delta[2, 0] = float("nan")
     read = torch.rand(B, K, T, generator=gen) > 0.5
     known = torch.rand(B, K, generator=gen) > 0.3
+    entropy = torch.rand(B, T, generator=gen) * 3  # drawn after the others: their values are as they were
+    ids = torch.randint(0, 4, (B, T), generator=gen)
     batch = RolloutBatch(rewards=rewards, group_ids=torch.tensor(GROUPS), response_mask=mask,
                          relevance=relevance, step=step, joint_relevance=joint, logprob_delta=delta,
-                         reward_low=torch.tensor([0.0, 0.0, -1.0]), reward_names=NAMES, total_steps=20)
+                         reward_low=torch.tensor([0.0, 0.0, -1.0]), reward_names=NAMES, total_steps=20,
+                         token_entropy=entropy, token_ids=ids)
     return batch, read, known
 
 
