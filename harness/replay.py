@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from algorithms.relevance import JSAgainst, js_distance, token_logprobs
+from algorithms.relevance import JSAgainst, js_distance, token_entropy, token_logprobs
 
 
 def length_batches(items: Sequence[Any], length: Any, size: int) -> list[list[Any]]:
@@ -402,6 +402,20 @@ class ReplayEngine:
             e = s + step
             chunk = self._kept_or_head(head, hidden[s:e], None if logits is None else logits[s:e], cap)
             parts.append(token_logprobs(chunk, ids[s:e]))
+        return torch.cat(parts) if parts else torch.zeros(0)
+
+
+    @torch.inference_mode()
+    def entropy(self, hidden: Tensor, logits: Tensor | None = None) -> Tensor:
+        """The entropy of the next-token distribution at every position, streamed over chunks. [T]
+        float32. ``logits`` (raw head outputs [T, V], e.g. kept from sampling) replaces the head."""
+        _, head, cap = decoder_and_head(self.model)
+        step = self._stat_chunk(head)
+        parts = []
+        for s in range(0, hidden.shape[0], step):
+            e = s + step
+            chunk = self._kept_or_head(head, hidden[s:e], None if logits is None else logits[s:e], cap)
+            parts.append(token_entropy(chunk))
         return torch.cat(parts) if parts else torch.zeros(0)
 
 

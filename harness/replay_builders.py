@@ -1,6 +1,8 @@
 """What each algorithm asks the replay engine for, built through the task: MRTPO's leave-one-out
 contexts (Eq. 4-5), the joint ablation, CoRT's with/without-rubric log-probabilities, OPSD's
-teacher hidden states and mrtpo-oracle's read-span masks (no forward pass). Each builder turns a
+teacher hidden states, mrtpo-oracle's read-span masks (no forward pass), the old policy's entropy
+(forking tokens, GTPO: from the sampling pass where the sampler recorded it) and the sampled token
+ids (KTAE, no forward pass). Each builder turns a
 scored batch into replay jobs (:class:`harness.replay.ReplayJob`), runs them on a
 :class:`harness.replay.ReplayEngine` and returns a :class:`ReplayResult` whose tensors go into
 :class:`algorithms.RolloutBatch`.
@@ -46,6 +48,8 @@ class ReplayResult:
     relevance: Tensor | None = None
     joint_relevance: Tensor | None = None
     logprob_delta: Tensor | None = None
+    token_entropy: Tensor | None = None
+    token_ids: Tensor | None = None
     teacher_hidden: list[Tensor] | None = None
     pairs_replayed: int = 0
     pairs_total: int = 0
@@ -67,7 +71,7 @@ class ReplayResult:
         return RolloutBatch(rewards=rewards, group_ids=group_ids, response_mask=response_mask, step=step,
                             relevance=self.relevance, joint_relevance=self.joint_relevance,
                             logprob_delta=self.logprob_delta, reward_low=reward_low, reward_names=reward_names,
-                            total_steps=total_steps)
+                            total_steps=total_steps, token_entropy=self.token_entropy, token_ids=self.token_ids)
 
 
 class _Tokens:
@@ -301,8 +305,54 @@ def read_spans(engine: ReplayEngine | None, task: Any, tokenizer: Any, rollouts:
     return res
 
 
+def entropy(engine: ReplayEngine | None, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
+            group_ids: Tensor, T: int) -> ReplayResult:
+    """Forking tokens, GTPO: token_entropy[B,T], the old policy's entropy at every response token. A
+    response whose sampler recorded it (``Rollout.entropy``, from the logits the sampling pass already
+    made) takes it as it is; the others of groups where some reward varies (elsewhere every
+    advantage is 0) get one forward pass of ``engine`` over prompt + response (its LM head alone
+    where the sampling pass's hidden states were kept). The pairs counted as replayed are the varying
+    pairs of the responses with entropy."""
+    out, varying, _, total = _per_response(tokenizer, rewards, group_ids, T)
+    res = ReplayResult(token_entropy=out, pairs_total=total)
+    need: list[tuple[int, ReplayJob]] = []
+    for j, r in enumerate(rollouts):
+        kept = getattr(r, "entropy", None)
+        if kept is not None and kept.shape[0] == len(r.response_ids):
+            out[j, :kept.shape[0]] = kept.to(torch.float32).cpu()
+        elif bool(varying[j].any()) and r.response_ids:
+            need.append((j, ReplayJob(tuple(r.prompt_ids), tuple(r.response_ids))))
+    if need:
+        if engine is None:
+            raise ValueError(f"{len(need)} response(s) came without the sampler's entropy and no replay engine "
+                             f"was given to compute it")
+        known, logits = _sampling_pass(rollouts, need)
+        jobs = [job for _, job in need if job not in known]
+        hidden = {**known, **engine.run(jobs)}
+        res.sequences += len(set(jobs))
+        for j, job in need:
+            out[j, :len(job.response)] = engine.entropy(hidden[job], logits.get(job)).cpu()
+    res.pairs_replayed = int((varying & torch.isfinite(out).any(dim=1, keepdim=True)).sum())
+    return res
+
+
+def token_ids(engine: ReplayEngine | None, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
+              group_ids: Tensor, T: int) -> ReplayResult:
+    """KTAE: token_ids[B,T], the sampled ids (0 past each response); no forward pass (``engine`` is
+    not used). The pairs counted as replayed are the varying ones."""
+    from algorithms.base import rewards_varying_in_group
+
+    ids = torch.zeros(len(rollouts), T, dtype=torch.long)
+    for j, r in enumerate(rollouts):
+        if r.response_ids:
+            ids[j, :len(r.response_ids)] = torch.tensor(r.response_ids, dtype=torch.long)
+    return ReplayResult(token_ids=ids, pairs_total=int((~torch.isnan(rewards)).sum()),
+                        pairs_replayed=int(rewards_varying_in_group(rewards, group_ids).sum()))
+
+
 BUILDERS = {ReplayRequest.LEAVE_ONE_OUT: leave_one_out, ReplayRequest.JOINT: joint,
-            ReplayRequest.RUBRIC: rubric, ReplayRequest.TEACHER: teacher, ReplayRequest.READ_SPANS: read_spans}
+            ReplayRequest.RUBRIC: rubric, ReplayRequest.TEACHER: teacher, ReplayRequest.READ_SPANS: read_spans,
+            ReplayRequest.ENTROPY: entropy, ReplayRequest.TOKEN_IDS: token_ids}
 
 
 def replay_for(request: ReplayRequest | str, engine: ReplayEngine, task: Any, tokenizer: Any,

@@ -136,8 +136,10 @@ class Task(ABC):
         (CoRT) needs :meth:`without_rubric` and the teacher replay (OPSD) needs
         :meth:`teacher_messages`, each supported once a subclass defines it. The read-span masks
         (mrtpo-oracle) come from the verdicts' spans, which every task has (a verifier that reports
-        none gives its reward uniform credit)."""
-        kinds = {ReplayRequest.NONE, ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT, ReplayRequest.READ_SPANS}
+        none gives its reward uniform credit); the old policy's entropy and the sampled token ids (the
+        token-credit methods) need nothing from the task."""
+        kinds = {ReplayRequest.NONE, ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT, ReplayRequest.READ_SPANS,
+                 ReplayRequest.ENTROPY, ReplayRequest.TOKEN_IDS}
         if type(self).without_rubric is not Task.without_rubric:
             kinds.add(ReplayRequest.RUBRIC)
         if type(self).teacher_messages is not Task.teacher_messages:

@@ -46,6 +46,10 @@ def _cfg(*overrides):
     ([("algo", "mrtpo"), ("backend.openrlhf.zero_stage", "3")], "zero_stage=3 cannot follow"),
     ([("algo", "mrtpo-oracle"), ("backend.openrlhf.zero_stage", "3")], None),  # read masks: no forward pass
     ([("algo", "mrtpo-oracle+saw"), ("backend.openrlhf.async_rollouts", "true")], None),
+    ([("algo", "ktae"), ("backend.openrlhf.zero_stage", "3")], None),  # token ids: no forward pass
+    ([("algo", "ktae-summed")], None),
+    ([("algo", "forking")], "cannot supply forking's old-policy entropy"),
+    ([("algo", "gtpo-summed")], "cannot supply gtpo-summed's old-policy entropy"),
     ([("algo", "mrtpo-joint"), ("backend.openrlhf.tensor_parallel", "2")], "tensor_parallel=2 cannot follow"),
     ([("algo", "mrtpo"), ("backend.openrlhf.async_rollouts", "true")], "async_rollouts the actors have moved on"),
     ([("model", "tiny-random")], "exists only in memory"),

@@ -274,7 +274,7 @@ def _counted(fn, counts, key):
     return wrapper
 
 
-@pytest.mark.parametrize("algo", ["grpo", "gdpo", "mrtpo", "mrtpo-joint", "mrtpo-oracle", "cort"])
+@pytest.mark.parametrize("algo", ["grpo", "gdpo", "mrtpo", "mrtpo-joint", "mrtpo-oracle", "cort", "ktae"])
 def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, algo, monkeypatch):
     from algorithms import get_algorithm
     from harness.backends.rollout import rollouts_for
@@ -331,7 +331,7 @@ def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, a
         assert all(v.shape[0] == exp.action_mask.shape[0] for v in exp.info.values())
     assert mixed, "no micro-batch held prompts of different lengths"
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-    if algorithm.replay_request == "read_spans":  # built in the maker from the verdicts, no actor pass
+    if algorithm.replay_request in ("read_spans", "token_ids"):  # built in the maker, no actor pass
         assert calls == [] and maker.last.rep.pairs_replayed > 0
     elif algorithm.replay_request != "none":
         assert len(calls) == 2 and sorted(j for s in calls for j in s.rows) == list(range(len(rollouts)))

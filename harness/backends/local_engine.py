@@ -15,7 +15,9 @@ Engine operations (:class:`harness.training.engine.Engine`):
 - ``sample``: G responses per prompt with the rollout model, keeping the sampled ids; when the
   replay needs the sampling prompt's pass (MRTPO's P_all, CoRT's x+) the sampler records its hidden
   states (``Rollout.hidden``), so only the P_\\k contexts are replayed, until a replay shows that
-  the task's P_all is not the prompt;
+  the task's P_all is not the prompt; when the algorithm asks for the entropy (forking tokens, GTPO)
+  the sampler computes it from the logits it already makes (``Rollout.entropy``; with vLLM, which
+  returns none, the replay's forward pass computes it);
 - ``replay``: the replay builder's forward passes (:class:`harness.replay.ReplayEngine`) with the
   rollout model, or the reference policy for OPSD's teacher;
 - ``update``: :class:`harness.backends.update.PolicyUpdate` (AdamW, gradient clipping,
@@ -190,7 +192,8 @@ class LocalEngine:
         with self._rollout_phase():
             return rollouts_for(self.rollout_model, self.tokenizer, list(examples), s.group_size, self.eos, s,
                                 s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm, seed=seed,
-                                logits_budget=self.cfg.backend.local.sampling_logits_mb << 20)
+                                logits_budget=self.cfg.backend.local.sampling_logits_mb << 20,
+                                keep_entropy=plan.sampling_entropy)
 
     def replay(self, plan: StepPlan, rollouts: Sequence[Any], rewards: torch.Tensor, group_ids: torch.Tensor,
                T: int) -> ReplayResult:

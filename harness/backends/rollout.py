@@ -58,7 +58,7 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
            max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int | None = None,
            greedy: bool = False, batch_size: int | None = None,
            hidden_out: list[torch.Tensor] | None = None,
-           logits_out: list[torch.Tensor] | None = None,
+           logits_out: list[torch.Tensor] | None = None, entropy_out: list[torch.Tensor] | None = None,
            keep_cost: dict[str, float] | None = None, share_prompts: bool = True) -> list[tuple[list[int], bool]]:
     """Generate one response per prompt; returns (response ids, truncated) per prompt, in order.
 
@@ -69,7 +69,10 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
     decoding step), so that the replay need not recompute P_all when it is the sampling prompt.
     Nothing is appended when the model has no final-norm module. With ``logits_out``, a hook on
     the LM head likewise records the logits [T, V] of each response (model dtype; one buffer per
-    ``generate`` call, each response's entry a view of it). ``keep_cost["seconds"]`` (when given)
+    ``generate`` call, each response's entry a view of it). With ``entropy_out`` (sampled, not
+    greedy), a hook on the LM head computes the entropy [T] (float32) of each sampling distribution
+    from the logits it outputs (at ``temperature``, after any soft-cap: the distribution sampled from
+    before top-p or top-k), so the entropy costs no pass of its own. ``keep_cost["seconds"]`` (when given)
     accumulates the time spent keeping them: inside the hooks and slicing the results, nothing when
     nothing is kept (the direct cost of keeping, which a benchmark can charge without the noise of
     timing two whole samplings). ``share_prompts``: a prompt repeated in the batch (the G responses
@@ -95,6 +98,8 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
         norm = final_norm(model) if hidden_out is not None else None
         caught: list[torch.Tensor] = []
         logits = _StepBuffer(len(chunk), max_new_tokens) if logits_out is not None else None
+        sampled = not (greedy or temperature <= 0)
+        entropy = _StepBuffer(len(chunk), max_new_tokens) if entropy_out is not None and sampled else None
         clock = _Clock(keep_cost)
         hooks = []
         if norm is not None:
@@ -105,6 +110,8 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
 
             hooks.append(decoder_and_head(model)[1].register_forward_hook(
                 clock.timed(lambda m, i, o, sink=logits: sink.add(o[:, -1]))))
+        if entropy is not None:
+            hooks.append(_entropy_hook(model, entropy, temperature, clock))
         try:
             seqs = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
         finally:
@@ -121,6 +128,8 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
                 hidden_out.append(steps[i, :len(resp)].clone())
             if logits is not None and logits_out is not None and logits.steps >= len(resp):
                 logits_out.append(logits.buffer[i, :len(resp)])  # type: ignore[index]
+            if entropy is not None and entropy_out is not None and entropy.steps >= len(resp):
+                entropy_out.append(entropy.buffer[i, :len(resp)].clone())  # type: ignore[index]
         clock.stop()
     return out
 
@@ -175,8 +184,21 @@ class _Clock:
         return run
 
 
+def _entropy_hook(model: Any, sink: _StepBuffer, temperature: float, clock: _Clock) -> Any:
+    """A forward hook on the LM head adding each decoding step's sampling entropies [B] to ``sink``."""
+    from algorithms.relevance import token_entropy
+    from harness.replay import capped, decoder_and_head, tempered
+
+    _, head, cap = decoder_and_head(model)
+
+    def hook(module: Any, inputs: Any, output: torch.Tensor) -> None:
+        sink.add(token_entropy(tempered(capped(output[:, -1].detach(), cap), temperature)))
+
+    return head.register_forward_hook(clock.timed(hook))
+
+
 class _StepBuffer:
-    """[B, max_steps, V] buffer filled one decoding step at a time (allocated at the first step)."""
+    """[B, max_steps, ...] buffer filled one decoding step at a time (allocated at the first step)."""
 
     def __init__(self, rows: int, max_steps: int):
         self.rows, self.max_steps, self.steps = rows, max_steps, 0
@@ -184,7 +206,7 @@ class _StepBuffer:
 
     def add(self, step: torch.Tensor) -> None:
         if self.buffer is None:
-            self.buffer = step.new_empty((self.rows, self.max_steps, step.shape[-1]))
+            self.buffer = step.new_empty((self.rows, self.max_steps, *step.shape[1:]))
         if self.steps < self.max_steps:
             self.buffer[:, self.steps] = step.detach()
         self.steps += 1
@@ -201,13 +223,14 @@ def sampling_logits_bytes(model: Any, sequences: int, max_new_tokens: int) -> in
 def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_size: int, eos: Sequence[int],
                  sampling: Any, max_prompt_tokens: int | None = None, keep_hidden: bool = False,
                  generator: Any = None, seed: int | None = None, logits_budget: int = 0,
-                 keep_cost: dict[str, float] | None = None) -> list[Rollout]:
+                 keep_cost: dict[str, float] | None = None, keep_entropy: bool = False) -> list[Rollout]:
     """G sampled responses for each example (``sampling`` is a :class:`harness.config.SamplingConfig`);
     ``keep_hidden`` stores each response's sampling-time hidden states in ``Rollout.hidden``, and
     also its sampling logits in ``Rollout.logits`` when they take at most ``logits_budget`` bytes.
     With ``generator`` (a :class:`harness.backends.vllm_rollout.VLLMGenerator`) it samples instead
     of ``model.generate``, seeded with ``seed``; it records no hidden states (the replay recomputes P_all).
-    ``keep_cost``: see :func:`sample`."""
+    ``keep_entropy`` stores each response's sampling entropy in ``Rollout.entropy`` (not with
+    ``generator``: vLLM returns no entropy, and the replay then computes it). ``keep_cost``: see :func:`sample`."""
     prompts = []
     for ex in examples:
         ids = chat_prompt_ids(tokenizer, ex.messages)
@@ -220,23 +243,28 @@ def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_
     if hidden is not None and 0 < sampling_logits_bytes(model, len(prompts) * group_size,
                                                          sampling.max_new_tokens) <= logits_budget:
         logits = []
+    entropy: list[torch.Tensor] | None = [] if keep_entropy and generator is None else None
     if generator is not None:
         samples = generator.sample(prompts, group_size, eos, sampling, seed=seed)
     else:
         expanded = [p for p in prompts for _ in range(group_size)]
         samples = sample(model, tokenizer, expanded, eos, max_new_tokens=sampling.max_new_tokens,
                          temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                         hidden_out=hidden, logits_out=logits, batch_size=GENERATE_BATCH, keep_cost=keep_cost)
+                         hidden_out=hidden, logits_out=logits, entropy_out=entropy, batch_size=GENERATE_BATCH,
+                         keep_cost=keep_cost)
     if hidden is not None and len(hidden) != len(samples):
         hidden = None  # the model exposed no final norm: the replay recomputes P_all
     if hidden is None or (logits is not None and len(logits) != len(samples)):
         logits = None
+    if entropy is not None and len(entropy) != len(samples):
+        entropy = None  # greedy: no sampling distribution
     out = []
     for i, (resp, truncated) in enumerate(samples):
         g = i // group_size
         out.append(Rollout(examples[g], g, prompts[g], resp, decode_response(tokenizer, resp), truncated,
                            hidden=hidden[i] if hidden is not None else None,
-                           logits=logits[i] if logits is not None else None))
+                           logits=logits[i] if logits is not None else None,
+                           entropy=entropy[i] if entropy is not None else None))
     return out
 
 

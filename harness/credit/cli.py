@@ -3,6 +3,7 @@
     mrbench credit RECORD [--step N] --out PAGE.html
     mrbench credit --model M --task T --data rows.jsonl [--data-dir DIR] --out PAGE.html
     mrbench localize [--model smollm2-135m] [--task ifollow] [--n 32] [--responses FILE] --out DIR
+    mrbench localize --algo gdpo mrtpo mrtpo-oracle ... [--n 32] [--group-size 4] --out DIR
 """
 
 from __future__ import annotations
@@ -30,10 +31,13 @@ def add_parsers(sub: Any) -> None:
     cr.add_argument("--temperature", type=float, default=1.0, help="the temperature the responses were sampled at")
     cr.add_argument("--out", required=True, help="the HTML page to write")
 
-    lo = sub.add_parser("localize", help="where each reward's replay distance falls (paper Table 4, Figure 6)",
+    lo = sub.add_parser("localize", help="where each reward's replay distance falls (paper Table 4, Figure 6), or "
+                                         "each algorithm's token credit (--algo)",
                         description="Sample (or take) responses, replay each reward with its leave-one-out "
                                     "context, and write Table 4, concentration and correlation figures as "
-                                    "Markdown, CSV, JSON and a PNG figure into --out.")
+                                    "Markdown, CSV, JSON and a PNG figure into --out. With --algo, sample groups "
+                                    "once and write where each algorithm's token credit lands against the tokens "
+                                    "each reward's verifier read (the credit-quality table).")
     lo.add_argument("--model", default="smollm2-135m", help="the model that samples and replays (mrbench list; "
                     "default smollm2-135m)")
     lo.add_argument("--task", default="ifollow", help="the task whose prompts and verifiers are used (default ifollow)")
@@ -48,6 +52,11 @@ def add_parsers(sub: Any) -> None:
     lo.add_argument("--device", default="auto", help="auto (a GPU when present), cpu, cuda, cuda:N")
     lo.add_argument("--threads", type=int, default=0, help="CPU threads (0: auto)")
     lo.add_argument("--seed", type=int, default=0, help="seed of the prompt draw and the sampling (default 0)")
+    lo.add_argument("--algo", nargs="+", metavar="A",
+                    help="compare these algorithms' token credit on one shared batch (groups of sampled responses): "
+                         "the credit-quality table, credit_quality.md/.csv/.json/.png")
+    lo.add_argument("--group-size", type=int, help="responses per prompt with --algo (default 4; --n counts "
+                                                   "responses)")
     lo.add_argument("--out", required=True, help="output folder")
 
 
@@ -111,8 +120,14 @@ def cmd_localize(args: argparse.Namespace) -> int:
     opts = LocalizeOptions(out=args.out, model=args.model, task=args.task, n=args.n, split=args.split,
                            data_dir=args.data_dir, responses=args.responses, max_new_tokens=args.max_new_tokens,
                            temperature=args.temperature, dtype=args.dtype, device=args.device, threads=args.threads,
-                           seed=args.seed)
+                           seed=args.seed, algo=args.algo, group_size=args.group_size)
     result = run_localize(opts)
+    if opts.algo is not None:
+        for name, s in result["pooled"].items():
+            conc = "-" if s["concentration"] is None else f"{s['concentration']:.2f}x uniform"
+            print(f"{name}: credit on the tokens the verifiers read {conc} (n={s['n']})")
+        print(f"table -> {args.out}/credit_quality.md, figure -> {args.out}/credit_quality.png")
+        return 0
     pooled = result["pooled"]
 
     def ratio(status: str) -> str:

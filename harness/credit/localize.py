@@ -42,6 +42,9 @@ from harness.credit.report import analyse, csv_text, markdown
 from mrbench_core.jsonio import atomic_write_json, atomic_write_text
 from tasks.data_source import load_examples
 
+#: responses per prompt with --algo (credit is relative within a group)
+DEFAULT_GROUP_SIZE = 4
+
 
 @dataclass
 class LocalizeOptions:
@@ -58,10 +61,26 @@ class LocalizeOptions:
     device: str = "auto"
     threads: int = 0
     seed: int = 0
+    algo: list[str] | None = None
+    group_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.n < 1:
             raise ValueError(f"--n must be at least 1, got {self.n}")
+        if self.algo is None:
+            if self.group_size is not None:
+                raise ValueError("--group-size samples groups for --algo's credit; give --algo too")
+        else:
+            if self.responses:
+                raise ValueError("--algo compares credit within groups of sampled responses; --responses gives "
+                                 "responses without groups: leave it out")
+            if self.group_size is None:
+                self.group_size = DEFAULT_GROUP_SIZE
+            if self.group_size < 2:
+                raise ValueError(f"--group-size must be at least 2 (credit is relative within a group), got "
+                                 f"{self.group_size}")
+            if self.n % self.group_size:
+                raise ValueError(f"--n {self.n} is not a whole number of groups of --group-size {self.group_size}")
         if self.max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
         if self.temperature <= 0:
@@ -82,12 +101,21 @@ def run_localize(opts: LocalizeOptions) -> dict[str, Any]:
     torch.set_num_threads(threads)
     print(f"mrbench localize: {threads} CPU thread(s): {why}")
     task = make_task(opts.task)
+    algorithms = None
+    if opts.algo is not None:
+        from harness.credit.compare import resolve_algorithms
+
+        algorithms = resolve_algorithms(opts.algo, task, opts.task)  # refused before any model loads
     loaded = load_model(opts.model, dtype=opts.dtype, device=opts.device)
     model, tok = loaded.model, loaded.tokenizer
     attention = use_for_rollout(model, "auto")
     task.use_tokenizer(tok)
     eos = eos_ids(tok, model)
     torch.manual_seed(opts.seed)
+    if algorithms is not None:
+        from harness.credit.compare import run_methods
+
+        return run_methods(opts, algorithms, task, loaded, attention, eos, out)
     if opts.responses:
         rollouts = given_rollouts(tok, eos, load_given(task, opts.responses, opts.data_dir, limit=opts.n))
     else:

@@ -41,6 +41,9 @@ class Rollout:
     #: the LM head's outputs [T, V] (model dtype, before any soft-cap) at those positions: the
     #: sampling distributions themselves, kept when they fit the replay's memory budget
     logits: torch.Tensor | None = None
+    #: the entropy [T] (float32, nats, at the sampling temperature) of each of those distributions,
+    #: computed from the sampling pass's logits when the algorithm asks for it (``entropy`` request)
+    entropy: torch.Tensor | None = None
 
 
 def decode_response(tokenizer: Any, ids: Sequence[int]) -> str:

@@ -35,6 +35,12 @@ class StepPlan:
         task's P_all is the prompt, CoRT's x+), which the sampler can record instead."""
         return self.replay and self.request in (ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.RUBRIC)
 
+    @property
+    def sampling_entropy(self) -> bool:
+        """The replay needs the old policy's entropy at each sampled token (forking tokens, GTPO), which
+        the sampler can compute from the logits it already makes."""
+        return self.replay and self.request is ReplayRequest.ENTROPY
+
 
 class Engine(Protocol):
     """The operations a backend supplies to the :class:`~harness.training.step.Step` (engine

@@ -5,7 +5,7 @@ The backend builds the step's :class:`~algorithms.RolloutBatch` with :func:`colu
 weights by reward name) and adds :func:`step_diagnostics` to the step's metrics row. The split of
 the advantage by reward is the algorithm's own (``Algorithm.contributions``). Reward names
 are the task's ``reward_family`` names, as in ``reward/<name>``. Where the split carries per-reward
-token weights (the MRTPO family) the tokens
+token credit that follows a signal (the MRTPO family, the token-credit methods) the tokens
 each verifier read (its ``Verdict.spans``) are aligned to the response tokens with
 :mod:`harness.token_align`, the same join the credit explorer uses.
 """
@@ -54,7 +54,7 @@ def step_diagnostics(algo: Any, batch: Any, rollouts: Sequence[Any], tokenizer: 
     ids, names = name_index([[family(n) for n in r.example.reward_names] for r in rollouts], K)
     contributions = reward_contributions(algo, batch, advantages)
     read = known = None
-    if tokenizer is not None and contributions is not None and contributions.token_weights is not None \
-            and batch.relevance is not None:
-        read, known = read_masks(rollouts, tokenizer, K, T)
+    followed = contributions.relevance_weighted if contributions is not None else None
+    if tokenizer is not None and followed is not None and bool(followed.any()):
+        read, known = read_masks(rollouts, tokenizer, K, T)  # only where some credit follows a token signal
     return batch_diagnostics(batch, ids, names, contributions, read, known)

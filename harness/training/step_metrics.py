@@ -93,10 +93,34 @@ def sample_rows(n: int, rollouts: Sequence[Any], count: int) -> list[dict[str, A
     return out
 
 
+def token_credit_line(metrics: list[dict[str, Any]]) -> str:
+    """How the run's token credit differed from uniform, in one line, from the metrics rows alone:
+    the mean of every ``credit/<r>/read_mass`` (the share of reward r's credit on the tokens its
+    verifier read) over the mean of the matching ``credit/<r>/read_tokens`` (what that share is
+    under uniform credit), over all the (step, reward) entries that have both; the paper's Table 4
+    ratio of the training's credit. GDPO, which gives every token of a response the same credit,
+    logs neither and is 1.0 by construction."""
+    mass, tokens = [], []
+    for row in metrics:
+        for key, value in row.items():
+            if key.startswith("credit/") and key.endswith("/read_mass"):
+                read = row.get(key[:-len("read_mass")] + "read_tokens")
+                if isinstance(value, (int, float)) and isinstance(read, (int, float)) and read > 0:
+                    mass.append(float(value))
+                    tokens.append(float(read))
+    if not mass:
+        return ("not measured: no step logged credit/<r>/read_mass (only credit that follows a token signal, "
+                "where a verifier reports what it read, is; uniform credit, as GDPO's, is 1.0x)")
+    ratio = (sum(mass) / len(mass)) / (sum(tokens) / len(tokens))
+    return (f"credit on the tokens the verifiers read: {ratio:.2f}x uniform (GDPO: 1.0), mean over "
+            f"{len(mass)} (step, reward) entries")
+
+
 def run_summary(metrics: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
-    """Final reward means, mean replay share, last-step advantage size, mean phase times, and per
-    step the effective beta (``beta_per_step``, algorithms with a warm-up) and the replay share
-    (``replay_share_per_step``; ``steps_replayed`` counts the steps that replayed anything)."""
+    """Final reward means, mean replay share, last-step advantage size, mean phase times, per step
+    the effective beta (``beta_per_step``, algorithms with a warm-up) and the replay share
+    (``replay_share_per_step``; ``steps_replayed`` counts the steps that replayed anything), and
+    how the token credit differed from uniform (``token_credit``: :func:`token_credit_line`)."""
     last = metrics[-1] if metrics else {}
     shares = [m.get("replay_share", 0.0) for m in metrics]
     summary: dict[str, Any] = {"steps": len(metrics), "train_seconds": round(seconds, 1),
@@ -109,6 +133,7 @@ def run_summary(metrics: list[dict[str, Any]], seconds: float) -> dict[str, Any]
         summary["beta_per_step"] = [round(float(b), 4) if b is not None else None for b in betas]
     summary["replay_share_per_step"] = [round(float(x), 3) for x in shares]
     summary["steps_replayed"] = f"{sum(1 for x in shares if x > 0)} of {len(shares)}"
+    summary["token_credit"] = token_credit_line(metrics)
     for key in ("time_generate", "time_score", "time_replay", "time_update", "time_credit", "time_step"):
         vals = [m[key] for m in metrics if key in m]
         summary[f"mean_{key}"] = round(sum(vals) / len(vals), 2) if vals else None

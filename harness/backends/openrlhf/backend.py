@@ -68,7 +68,7 @@ class OpenRLHFBackend(Backend):
 
     name = "openrlhf"
     supported_replays = frozenset({ReplayRequest.NONE, ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT,
-                                   ReplayRequest.RUBRIC, ReplayRequest.READ_SPANS})
+                                   ReplayRequest.RUBRIC, ReplayRequest.READ_SPANS, ReplayRequest.TOKEN_IDS})
     supports_reference = False
     supports_extra_loss = False
     #: what it leaves out, and why: checks.NOT_HONOURED; the dtypes it honours: checks.dtype_refusals
@@ -94,6 +94,10 @@ class OpenRLHFBackend(Backend):
         if algorithm.has_loss:
             return (f"backend 'openrlhf' cannot add {algorithm.name}'s own loss term (it would need OpenRLHF's "
                     f"actor loss changed, which this backend does not patch); run it with --backend local")
+        if ReplayRequest(algorithm.replay_request) is ReplayRequest.ENTROPY:
+            return (f"backend 'openrlhf' cannot supply {algorithm.name}'s old-policy entropy (OpenRLHF 0.11's "
+                    f"experience maker returns the old policy's log-probabilities only, and this backend does not "
+                    f"patch it); run it with --backend local")
         return super().unsupported(algorithm)
 
     @classmethod
