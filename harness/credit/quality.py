@@ -32,6 +32,8 @@ import numpy as np
 from scipy.stats import rankdata
 
 ALL = "all"
+#: the figure's grid shades log2 of the concentration up to this far from 1x (2: 0.25x to 4x)
+LOG2_SPAN = 2
 
 
 def rank_correlation(profile: np.ndarray, read: np.ndarray) -> float:
@@ -142,7 +144,8 @@ def csv_text(result: dict[str, Any]) -> str:
 
 def figure(result: dict[str, Any], out: Any, title: str) -> None:
     """The pooled concentration per method (bars, uniform at 1) and the per-family concentrations
-    (a grid, methods by families), as a PNG at ``out``."""
+    (a grid, methods by families, shaded by log2 of the concentration between 0.25x and 4x, the
+    number written in each cell), as a PNG at ``out``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -165,17 +168,21 @@ def figure(result: dict[str, Any], out: Any, title: str) -> None:
     left.set_title("pooled over rewards", fontsize=9)
     for i, v in enumerate(pooled):
         left.text(v, i, f" {v:.2f}", va="center", fontsize=7)
-    finite = grid[np.isfinite(grid)]
-    spread = max(0.25, float(np.abs(finite - 1.0).max())) if finite.size else 1.0
-    image = right.imshow(grid, cmap="RdBu_r", vmin=1.0 - spread, vmax=1.0 + spread, aspect="auto")
+    with np.errstate(divide="ignore"):
+        shade = np.log2(np.where(grid > 0, grid, 1 / 2 ** LOG2_SPAN))  # 0.25x and 4x are the ends
+    image = right.imshow(shade, cmap="RdBu_r", vmin=-LOG2_SPAN, vmax=LOG2_SPAN, aspect="auto")
     right.set_yticks(y, methods, fontsize=8)
     right.set_xticks(np.arange(len(families)), families, rotation=60, ha="right", fontsize=7)
-    right.set_title("per reward family (blue below 1, red above)", fontsize=9)
+    right.set_title("per reward family (blue: below uniform, red: above)", fontsize=9)
     for i in range(len(methods)):
         for jj in range(len(families)):
             if np.isfinite(grid[i, jj]):
-                right.text(jj, i, f"{grid[i, jj]:.2f}", ha="center", va="center", fontsize=6)
-    fig.colorbar(image, ax=right, fraction=0.03)
+                dark = abs(float(shade[i, jj])) > 0.6 * LOG2_SPAN
+                right.text(jj, i, f"{grid[i, jj]:.2f}", ha="center", va="center", fontsize=6,
+                           color="white" if dark else "black")
+    bar = fig.colorbar(image, ax=right, fraction=0.03)
+    ticks = np.arange(-LOG2_SPAN, LOG2_SPAN + 1)
+    bar.set_ticks(ticks, labels=[f"{2.0 ** t:g}x" for t in ticks])
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(out)
