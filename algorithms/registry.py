@@ -34,6 +34,7 @@ BUILTINS = {
     "gtpo-summed": "algorithms.entropy_credit:GTPOSummed",
     "ktae": "algorithms.ktae:KTAE",
     "ktae-summed": "algorithms.ktae:KTAESummed",
+    "sdpo": "algorithms.sdpo:SDPO",
 }
 for _name, _spec in BUILTINS.items():
     ALGORITHMS.lazy(_name, _spec)

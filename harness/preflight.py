@@ -29,6 +29,8 @@ from mrbench_core.replay_kinds import ReplayRequest
 TASK_HOOKS = {
     ReplayRequest.RUBRIC: "a prompt without its rubric (Task.without_rubric)",
     ReplayRequest.TEACHER: "a teacher context with privileged information (Task.teacher_messages)",
+    ReplayRequest.FEEDBACK: "verifier feedback beyond its prompt (P_all of Task.replay_contexts, SDPO's "
+                            "self-teacher context; a task whose verifier blocks are its prompt's own text has none)",
 }
 
 

@@ -1,8 +1,8 @@
 """What each algorithm asks the replay engine for, built through the task: MRTPO's leave-one-out
 contexts (Eq. 4-5), the joint ablation, CoRT's with/without-rubric log-probabilities, OPSD's
 teacher hidden states, mrtpo-oracle's read-span masks (no forward pass), the old policy's entropy
-(forking tokens, GTPO: from the sampling pass where the sampler recorded it) and the sampled token
-ids (KTAE, no forward pass). Each builder turns a
+(forking tokens, GTPO: from the sampling pass where the sampler recorded it), the sampled token
+ids (KTAE, no forward pass) and SDPO's self-teacher log-probabilities under every verifier block. Each builder turns a
 scored batch into replay jobs (:class:`harness.replay.ReplayJob`), runs them on a
 :class:`harness.replay.ReplayEngine` and returns a :class:`ReplayResult` whose tensors go into
 :class:`algorithms.RolloutBatch`.
@@ -305,6 +305,41 @@ def read_spans(engine: ReplayEngine | None, task: Any, tokenizer: Any, rollouts:
     return res
 
 
+def feedback(engine: ReplayEngine, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
+             group_ids: Tensor, T: int) -> ReplayResult:
+    """SDPO: logprob_delta[B,T] = log pi(y_t | P_all) - log pi(y_t | P_0), the old policy with every
+    verifier block of the response (the task's Eq. 4 context, SDPO's self-teacher) against the
+    sampling prompt (the student; its pass is the sampler's where it was kept). Every response with
+    tokens gets it, whether or not its group's rewards vary (SDPO's signal needs no group); one whose
+    blocks add nothing to its prompt gets 0 without a pass. The pairs counted as replayed are every
+    non-NaN pair of the responses with a delta."""
+    B = len(rollouts)
+    out = torch.full((B, T), float("nan"))
+    tokens = _Tokens(tokenizer)
+    res = ReplayResult(logprob_delta=out, pairs_total=int((~torch.isnan(rewards)).sum()))
+    for members in _groups(rollouts).values():
+        plan = []
+        for j in members:
+            r = rollouts[j]
+            if not r.response_ids:
+                continue
+            teacher, resp = tokens(task.replay_contexts(r.example, r.verdicts, []).all), tuple(r.response_ids)
+            if teacher == tuple(r.prompt_ids):
+                out[j, :len(resp)] = 0.0
+                continue
+            plan.append((j, ReplayJob(teacher, resp), ReplayJob(tuple(r.prompt_ids), resp)))
+        known, logits = _sampling_pass(rollouts, [(j, s) for j, _, s in plan])
+        jobs = [job for _, t, s in plan for job in (t, s) if job not in known]
+        hidden = {**known, **engine.run(jobs)}
+        res.sequences += len(set(jobs))
+        res.sampling_hidden_used += len(known)
+        for j, t, s in plan:
+            out[j, :len(t.response)] = (engine.logprobs(hidden[t], t.response)
+                                        - engine.logprobs(hidden[s], s.response, logits.get(s))).cpu()
+    res.pairs_replayed = int((~torch.isnan(rewards) & torch.isfinite(out).any(dim=1, keepdim=True)).sum())
+    return res
+
+
 def entropy(engine: ReplayEngine | None, task: Any, tokenizer: Any, rollouts: Sequence[Any], rewards: Tensor,
             group_ids: Tensor, T: int) -> ReplayResult:
     """Forking tokens, GTPO: token_entropy[B,T], the old policy's entropy at every response token. A
@@ -352,7 +387,7 @@ def token_ids(engine: ReplayEngine | None, task: Any, tokenizer: Any, rollouts: 
 
 BUILDERS = {ReplayRequest.LEAVE_ONE_OUT: leave_one_out, ReplayRequest.JOINT: joint,
             ReplayRequest.RUBRIC: rubric, ReplayRequest.TEACHER: teacher, ReplayRequest.READ_SPANS: read_spans,
-            ReplayRequest.ENTROPY: entropy, ReplayRequest.TOKEN_IDS: token_ids}
+            ReplayRequest.ENTROPY: entropy, ReplayRequest.TOKEN_IDS: token_ids, ReplayRequest.FEEDBACK: feedback}
 
 
 def replay_for(request: ReplayRequest | str, engine: ReplayEngine, task: Any, tokenizer: Any,

@@ -22,6 +22,9 @@ class ReplayRequest(str, enum.Enum):
       each response token (the entropy-based credit methods: forking tokens, GTPO); taken from the
       sampling pass's logits where the engine has them, else one forward pass of the old policy.
     - ``token_ids``: ``token_ids[B,T]``, the sampled token ids, no forward pass (KTAE).
+    - ``feedback``: ``logprob_delta[B,T]`` = log pi(y_t | P_all) - log pi(y_t | P_0) of the old policy,
+      P_all the prompt with every verifier block of the response (Eq. 4), P_0 the sampling prompt:
+      SDPO's self-teacher against the student.
     """
 
     NONE = "none"
@@ -32,6 +35,7 @@ class ReplayRequest(str, enum.Enum):
     READ_SPANS = "read_spans"
     ENTROPY = "entropy"
     TOKEN_IDS = "token_ids"
+    FEEDBACK = "feedback"
 
     def __str__(self) -> str:
         return self.value

@@ -137,9 +137,11 @@ class Task(ABC):
         :meth:`teacher_messages`, each supported once a subclass defines it. The read-span masks
         (mrtpo-oracle) come from the verdicts' spans, which every task has (a verifier that reports
         none gives its reward uniform credit); the old policy's entropy and the sampled token ids (the
-        token-credit methods) need nothing from the task."""
+        token-credit methods) need nothing from the task. SDPO's feedback replay uses P_all of
+        :meth:`replay_contexts` as its self-teacher's context; a task whose P_all is its prompt (the
+        blocks are already there) leaves it out."""
         kinds = {ReplayRequest.NONE, ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT, ReplayRequest.READ_SPANS,
-                 ReplayRequest.ENTROPY, ReplayRequest.TOKEN_IDS}
+                 ReplayRequest.ENTROPY, ReplayRequest.TOKEN_IDS, ReplayRequest.FEEDBACK}
         if type(self).without_rubric is not Task.without_rubric:
             kinds.add(ReplayRequest.RUBRIC)
         if type(self).teacher_messages is not Task.teacher_messages:

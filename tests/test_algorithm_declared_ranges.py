@@ -51,13 +51,13 @@ def test_the_bounds_cover_every_algorithm_family():
     """Each built-in family declares ranges; the composites inherit their components' ones."""
     bounded = {name for name, *_ in CASES}
     assert {"mrtpo", "gdpo", "grpo", "cort", "opsd", "dara", "dvao", "gd2po", "sa-mrpo", "saw", "forking",
-            "forking-summed", "gtpo", "gtpo-summed", "ktae", "ktae-summed"} <= bounded
+            "forking-summed", "gtpo", "gtpo-summed", "ktae", "ktae-summed", "sdpo"} <= bounded
     assert {n for n in NAMES if "+" in n} <= bounded
     keys = {(name, key) for name, key, *_ in CASES}
     assert {("mrtpo", "beta"), ("mrtpo+sa-mrpo", "alpha"), ("mrtpo-oracle+dara", "cap"), ("cort", "aggregate"),
             ("opsd", "jsd_beta"), ("mrtpo+gd2po", "rescale"), ("forking", "rho"), ("gtpo", "alpha_2"),
             ("gtpo-summed", "alpha_1"), ("ktae", "scale"), ("ktae-summed", "fisher_weight"), ("ktae", "rescale"),
-            ("forking-summed", "eps")} <= keys
+            ("forking-summed", "eps"), ("sdpo", "clip")} <= keys
 
 
 @pytest.mark.parametrize("name, key, bad, good", CASES, ids=[f"{n}.{k}={b}" for n, k, b, _ in CASES])

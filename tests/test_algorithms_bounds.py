@@ -27,6 +27,7 @@ from algorithms.gdpo import Reweighter
 from algorithms.grpo import GRPO
 from algorithms.mrtpo import MRTPO, MRTPOJoint
 from algorithms.opsd import OPSD
+from algorithms.sdpo import SDPO
 from algorithms.token_credit import TokenCredit
 
 NAN = float("nan")
@@ -162,6 +163,9 @@ def check_bounded(name: str, batch: RolloutBatch) -> None:
         assert torch.all(adv.abs() <= uniform * (1 + eta / 2) / (1 - eta / 2) * (1 + 1e-5) + 1e-6)
     elif isinstance(algo, TokenCredit):
         check_token_credit(algo, batch, adv)
+    elif isinstance(algo, SDPO):  # the clipped teacher-student log-ratio, 0 where not replayed or not finite
+        delta = batch.logprob_delta
+        assert torch.equal(adv, torch.where(torch.isfinite(delta) & mask, delta, torch.zeros_like(delta)))
     elif isinstance(algo, OPSD):
         expected = GRPO().token_advantages(batch) if algo.config.advantage == "grpo" else torch.zeros_like(adv)
         assert torch.equal(adv, expected)

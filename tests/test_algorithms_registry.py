@@ -14,11 +14,11 @@ from mrbench_core.registry import UnknownNameError
 
 DESIGN_NAMES = ["grpo", "gdpo", "saw", "dara", "dvao", "gd2po", "sa-mrpo", "mrtpo", "mrtpo+saw", "mrtpo+dara",
                 "mrtpo+dvao", "mrtpo+gd2po", "mrtpo+sa-mrpo", "mrtpo-joint", "mrtpo-shuffled", "cort", "opsd",
-                "forking", "forking-summed", "gtpo", "gtpo-summed", "ktae", "ktae-summed"]
+                "forking", "forking-summed", "gtpo", "gtpo-summed", "ktae", "ktae-summed", "sdpo"]
 REPLAY = {"mrtpo": "leave_one_out", "mrtpo+saw": "leave_one_out", "mrtpo-shuffled": "leave_one_out",
           "mrtpo-joint": "joint", "cort": "rubric", "opsd": "teacher", "forking": "entropy",
           "forking-summed": "entropy", "gtpo": "entropy", "gtpo-summed": "entropy", "ktae": "token_ids",
-          "ktae-summed": "token_ids"}
+          "ktae-summed": "token_ids", "sdpo": "feedback"}
 
 
 def test_every_design_name_is_listed() -> None:

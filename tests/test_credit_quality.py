@@ -48,6 +48,18 @@ def test_an_instance_without_credit_is_left_out_and_counted():
     assert s["n"] == 1 and s["without_credit"] == 1 and s["concentration"] == 1.0
 
 
+def test_no_instance_gives_dashes_and_a_figure_that_says_so(tmp_path):
+    from harness.credit.quality import figure
+
+    result = credit_quality({"gdpo": np.ones((1, 1, 3))}, np.zeros((1, 1, 3), bool), np.zeros((1, 1), bool),
+                            [["a"]], [3])
+    assert result["pooled"]["gdpo"] == {"n": 0, "concentration": None, "dist_pct": None, "tok_pct": None,
+                                        "rank_corr": None, "without_credit": 0}
+    assert "| gdpo | \u2013 |" in markdown(result, "h")
+    figure(result, tmp_path / "f.png", "t")
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
 @pytest.mark.parametrize("profile, read, expected", [
     ([3.0, 1.0, 2.0], [1, 0, 0], 0.866025), ([1.0, 1.0, 1.0], [1, 0, 0], 0.0), ([1.0, 2.0], [1, 1], 0.0),
     ([1.0, 2.0, 3.0, 4.0], [0, 0, 1, 1], 0.894427)])

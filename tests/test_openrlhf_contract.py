@@ -274,7 +274,7 @@ def _counted(fn, counts, key):
     return wrapper
 
 
-@pytest.mark.parametrize("algo", ["grpo", "gdpo", "mrtpo", "mrtpo-joint", "mrtpo-oracle", "cort", "ktae"])
+@pytest.mark.parametrize("algo", ["grpo", "gdpo", "mrtpo", "mrtpo-joint", "mrtpo-oracle", "cort", "ktae", "sdpo"])
 def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, algo, monkeypatch):
     from algorithms import get_algorithm
     from harness.backends.rollout import rollouts_for

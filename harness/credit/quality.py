@@ -168,6 +168,13 @@ def figure(result: dict[str, Any], out: Any, title: str) -> None:
     left.set_title("pooled over rewards", fontsize=9)
     for i, v in enumerate(pooled):
         left.text(v, i, f" {v:.2f}", va="center", fontsize=7)
+    if not families:  # no instance: nothing to shade
+        right.axis("off")
+        right.text(0.5, 0.5, "no (response, reward) instance", ha="center", va="center", fontsize=9)
+        fig.suptitle(title, fontsize=9)
+        fig.savefig(out)
+        plt.close(fig)
+        return
     with np.errstate(divide="ignore"):
         shade = np.log2(np.where(grid > 0, grid, 1 / 2 ** LOG2_SPAN))  # 0.25x and 4x are the ends
     image = right.imshow(shade, cmap="RdBu_r", vmin=-LOG2_SPAN, vmax=LOG2_SPAN, aspect="auto")

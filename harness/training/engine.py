@@ -32,8 +32,9 @@ class StepPlan:
     @property
     def sampling_prompt_replayed(self) -> bool:
         """The replay needs the old policy's pass over the sampling prompt (MRTPO's P_all where the
-        task's P_all is the prompt, CoRT's x+), which the sampler can record instead."""
-        return self.replay and self.request in (ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.RUBRIC)
+        task's P_all is the prompt, CoRT's x+, SDPO's student), which the sampler can record instead."""
+        return self.replay and self.request in (ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.RUBRIC,
+                                                ReplayRequest.FEEDBACK)
 
     @property
     def sampling_entropy(self) -> bool:

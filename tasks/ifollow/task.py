@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mrbench_core.errors import response_text
+from mrbench_core.replay_kinds import ReplayRequest
 from mrbench_core.seeds import DEV_PROMPTS, HELDOUT_PROMPTS, TRAIN_PROMPTS
 from tasks.base import DataError, Example, Message, ReplayContexts, RewardSpec, Task, Verdict
 from tasks.data_source import Generated, Pool, hub_source, read_hub
@@ -174,6 +175,11 @@ class InstructionFollowingTask(Task):
                 msg["content"] = text
                 return messages
         raise ValueError(f"example {example.id!r} has no user turn")
+
+    def supported_replays(self) -> set[ReplayRequest]:
+        """Every kind but SDPO's feedback: the verifiers' blocks are the prompt's own constraint
+        sentences, so a self-teacher conditioned on them would be the student (no signal)."""
+        return super().supported_replays() - {ReplayRequest.FEEDBACK}
 
     def replay_contexts(self, example: Example, verdicts: Sequence[Verdict], rewards: Iterable[int]) -> ReplayContexts:
         """P_all = the prompt itself; P_\\k = the template without constraint k (only its text goes).

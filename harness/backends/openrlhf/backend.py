@@ -68,7 +68,8 @@ class OpenRLHFBackend(Backend):
 
     name = "openrlhf"
     supported_replays = frozenset({ReplayRequest.NONE, ReplayRequest.LEAVE_ONE_OUT, ReplayRequest.JOINT,
-                                   ReplayRequest.RUBRIC, ReplayRequest.READ_SPANS, ReplayRequest.TOKEN_IDS})
+                                   ReplayRequest.RUBRIC, ReplayRequest.READ_SPANS, ReplayRequest.TOKEN_IDS,
+                                   ReplayRequest.FEEDBACK})
     supports_reference = False
     supports_extra_loss = False
     #: what it leaves out, and why: checks.NOT_HONOURED; the dtypes it honours: checks.dtype_refusals
