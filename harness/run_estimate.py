@@ -69,13 +69,15 @@ def remaining_time(rows: Sequence[dict[str, Any]], total_steps: int, replays: Ca
 
 def replay_schedule(algorithm: Any) -> Callable[[int], bool]:
     """Whether the algorithm replays at step n (0-based): its effective beta is positive where it
-    has a warm-up (MRTPO family), else whether it replays at all."""
-    from mrbench_core.replay_kinds import ReplayRequest
+    has a warm-up (MRTPO family), else whether it asks for forward passes at all (the token ids
+    need none, and the entropy comes from the local sampler's own logits)."""
+    from mrbench_core.replay_kinds import WITHOUT_FORWARD, ReplayRequest
 
     effective = getattr(algorithm, "effective_beta", None)
     if effective is not None:
         return lambda n: float(effective(n)) > 0
-    replays = ReplayRequest(getattr(algorithm, "replay_request", ReplayRequest.NONE.value)) != ReplayRequest.NONE
+    kind = ReplayRequest(getattr(algorithm, "replay_request", ReplayRequest.NONE.value))
+    replays = kind is not ReplayRequest.NONE and kind not in WITHOUT_FORWARD and kind is not ReplayRequest.ENTROPY
     return lambda n: replays
 
 

@@ -80,3 +80,12 @@ def test_a_training_run_records_its_measured_estimates(tmp_path):
 def test_the_time_before_the_first_step_counts():
     found = remaining_time([_row(1, 40.0)], 2, lambda n: False, elapsed=70.0)  # 30 s of loading
     assert found.total_seconds == pytest.approx(110.0)
+
+
+@pytest.mark.parametrize("name, replays", [("gdpo", False), ("cort", True), ("sdpo", True), ("ktae", False),
+                                           ("forking", False), ("gtpo-summed", False)])
+def test_only_requests_that_run_forward_passes_count_as_replaying(name, replays):
+    from algorithms import get_algorithm
+    from harness.run_estimate import replay_schedule
+
+    assert replay_schedule(get_algorithm(name))(3) is replays  # token ids need none; the sampler gives the entropy
