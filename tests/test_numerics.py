@@ -140,3 +140,13 @@ def test_record_numerics_reads_provenance_then_the_nearest_sidecar(tmp_path):
     (record / "provenance.json").write_text(json.dumps({"numerics": {**BLOCK, "commit": "own"}}))
     assert record_numerics(record)["commit"] == "own"
 
+
+def test_every_committed_reference_record_has_a_block_computed_afterwards():
+    found = [p.parent for p in REFERENCES.rglob("provenance.json")]
+    assert len(found) >= 60
+    for record in found:
+        block = record_numerics(record)
+        assert block is not None and block["fingerprint_source"] == SOURCE_AFTERWARDS, record
+        prov = json.loads((record / "provenance.json").read_text())
+        assert block["commit"] == prov["git"]["commit"], record
+        assert block["fingerprint"] or "not in this repository's history" in block["unknown_because"], record
