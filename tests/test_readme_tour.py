@@ -1,6 +1,7 @@
-"""The README's tour runs as written: every shell command of its ``bash`` blocks, in order, in a
-temporary directory laid out like a fresh clone (``grids/``, the committed ``results/reference/``,
-and ``data/`` linked to ``MRBENCH_DATA_DIR`` when set). A command that fails, or that leaves a
+"""The README's tour runs as written: every shell command of its ``bash`` blocks and every
+``python`` block (in a fresh interpreter), in order, in a temporary directory laid out like a
+fresh clone (``grids/``, the committed ``results/reference/``, and ``data/`` linked to
+``MRBENCH_DATA_DIR`` when set). A command that fails, or that leaves a
 placeholder undefined (an all-caps word, ``<...>``, ``[...]``, ``a|b``), fails the test; a file a
 command reads must be one an earlier command wrote or the clone holds.
 
@@ -9,6 +10,7 @@ Every command runs in the README's own form, with these substitutions only:
 | README's form | what the test runs |
 |---|---|
 | `--model smollm2-135m` (and the record path naming it) | `tiny-random` (the slow test keeps `smollm2-135m`) |
+| `load_model("smollm2-135m")` in a python block | `load_model("tiny-random")` (the slow test keeps it) |
 | `mrbench run` (the main job: no `--model`) | adds `--model tiny-random` (the slow test adds nothing) |
 | a command naming a hub model (`Qwen/Qwen2.5-1.5B-Instruct`: a GPU recipe) | adds `--dry-run` |
 | `mrbench sweep GRID --root R` (reproducing the reference grid: hours) | adds `--dry-run` (test_sweep_run.py runs sweeps) |
@@ -21,12 +23,14 @@ recipe's CPU smoke run, its evaluation limited to 8 cases).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,13 +53,23 @@ def tour_section(text: str) -> str:
     return text[start:end]
 
 
+def tour_steps(text: str) -> list[tuple[str, str]]:
+    """The tour in order: ("bash", command) per shell command of its bash blocks (continuation lines
+    joined), ("python", code) per python block."""
+    steps = []
+    for language, block in re.findall(r"```(bash|python)\n(.*?)```", tour_section(text), flags=re.DOTALL):
+        if language == "python":
+            steps.append(("python", block))
+            continue
+        joined = re.sub(r"\\\n\s*", " ", block)
+        steps += [("bash", line.strip()) for line in joined.splitlines()
+                  if line.strip() and not line.strip().startswith("#")]
+    return steps
+
+
 def tour_commands(text: str) -> list[str]:
     """The shell commands of the tour's bash blocks, continuation lines joined, in order."""
-    commands = []
-    for block in re.findall(r"```bash\n(.*?)```", tour_section(text), flags=re.DOTALL):
-        joined = re.sub(r"\\\n\s*", " ", block)
-        commands += [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
-    return commands
+    return [step for kind, step in tour_steps(text) if kind == "bash"]
 
 
 def placeholders(command: str) -> list[str]:
@@ -99,9 +113,14 @@ def clone_like(tmp: Path) -> Path:
     return work
 
 
+#: ``python -m MODULE`` commands of the tour that run in this process (each module has ``main(argv)``)
+MODULE_MAINS = ("tasks.toolcall.demo", "mrbench_integrations.verl_parquet")
+
+
 def run_command(words: list[str], raw: str, work: Path, monkeypatch: pytest.MonkeyPatch) -> int:
-    """Run one command in ``work``: mrbench and the demo writer in this process (after any leading
-    ``NAME=value`` settings, put in the environment), others in a shell."""
+    """Run one command in ``work``: mrbench and the ``python -m`` modules of :data:`MODULE_MAINS` in
+    this process (after any leading ``NAME=value`` settings, put in the environment), others in a
+    shell."""
     from harness import cli
 
     while len(words) > 1 and ASSIGNMENT.match(words[0]):
@@ -113,21 +132,30 @@ def run_command(words: list[str], raw: str, work: Path, monkeypatch: pytest.Monk
             return cli.main(words[1:])
         except SystemExit as exc:  # --help
             return int(exc.code or 0)
-    if words[:3] == ["python", "-m", "tasks.toolcall.demo"]:
-        from tasks.toolcall import demo
-
-        return demo.main(words[3:])
+    if words[:2] == ["python", "-m"] and len(words) > 2 and words[2] in MODULE_MAINS:
+        return importlib.import_module(words[2]).main(words[3:])
     shell = raw.split(" #", 1)[0]
     return subprocess.run(shell, shell=True, cwd=work, timeout=120, check=False).returncode
+
+
+def run_python(code: str, work: Path, model: str) -> int:
+    """A python block in a fresh interpreter in ``work``, this checkout first on its path."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="1")
+    code = code.replace('load_model("smollm2-135m")', f'load_model("{model}")')
+    return subprocess.run([sys.executable, "-c", code], cwd=work, env=env, check=False).returncode
 
 
 def run_tour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str) -> list[str]:
     work = clone_like(tmp_path)
     monkeypatch.chdir(work)
     skipped = []
-    commands = tour_commands(README.read_text())
-    assert len(commands) >= 20, commands
-    for raw in commands:
+    steps = tour_steps(README.read_text())
+    assert len(steps) >= 20, steps
+    for kind, raw in steps:
+        if kind == "python":
+            assert run_python(raw, work, model) == 0, f"README tour: the python block exited non-zero:\n{raw}"
+            continue
         undefined = placeholders(raw)
         assert not undefined, f"README tour: {raw!r} leaves {undefined} undefined"
         words = small_form(shlex.split(raw, comments=True), model)
@@ -153,6 +181,8 @@ def test_tour_commands_are_parsed_and_placeholders_caught():
     assert small_form(["mrbench", "eval", "a", "--model", "smollm2-135m", "--limit", "8"], "tiny-random") == [
         "mrbench", "eval", "a", "--model", "tiny-random", "--limit", "8"]  # the README's own limits
     assert small_form(["mrbench", "run", "--model", "Qwen/Qwen2.5-1.5B-Instruct"], "tiny-random")[-1] == "--dry-run"
+    python = [code for kind, code in tour_steps(README.read_text()) if kind == "python"]
+    assert len(python) == 1 and "grpo_inputs(" in python[0]  # the TRL section's block, in the tour's order
     cpu = next(c for c in commands if "--model tiny-random --config toolcall-paper" in c)
     assert small_form(shlex.split(cpu), "tiny-random") == shlex.split(cpu)  # the CPU form runs as written
 
@@ -164,6 +194,9 @@ def test_the_readme_tour_runs_as_written(tmp_path, monkeypatch, capsys):
     assert (work / "credit.html").exists() and (work / "scored.jsonl").exists()
     assert (work / "eval" / "bfcl" / "summary.json").exists()
     assert (work / "report" / "report.html").exists()
+    assert (work / "trl-run" / "model" / "config.json").exists()  # TRL's checkpoint, then evaluated
+    assert json.loads((work / "eval" / "trl" / "summary.json").read_text())["cases"] == 8
+    assert (work / "verl-data" / "train.parquet").exists() and (work / "verl-data" / "val.parquet").exists()
     cpu = work / "results" / "toolcall" / "mrtpo+saw" / "tiny-random" / "seed0"
     assert json.loads((cpu / "provenance.json").read_text())["status"] == "finished"
     assert json.loads((cpu / "eval.json").read_text())["benchmarks"]["bfcl-v4"]["cases"] == 8
