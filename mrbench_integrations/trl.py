@@ -101,17 +101,18 @@ def _decode(text: str) -> Example:
 
 class BatchScores:
     """The scored completions of the batch TRL is scoring now, shared by all of a task's reward
-    functions (TRL calls each on the same batch in turn)."""
+    functions: TRL calls each on the same batch in turn, the first of them scores it (so a batch
+    equal to the one before is scored and logged again) and the others reuse its scores."""
 
     def __init__(self, scorer: CompletionScorer) -> None:
         self.scorer = scorer
         self._batch: tuple[list[str], list[Any]] | None = None
         self._scored: list[ScoredCompletion] = []
 
-    def of(self, examples: Sequence[str], completions: Sequence[Any], log_extra: Callable | None) -> list[
-            ScoredCompletion]:
+    def of(self, examples: Sequence[str], completions: Sequence[Any], log_extra: Callable | None,
+           first: bool) -> list[ScoredCompletion]:
         batch = (list(examples), list(completions))
-        if batch != self._batch:
+        if first or batch != self._batch:
             if len(batch[0]) != len(batch[1]):
                 raise ValueError(f"{len(batch[0])} {EXAMPLE_COLUMN} values for {len(batch[1])} completions")
             self._scored = [self.scorer.score(_decode(ex), c) for ex, c in zip(*batch)]
@@ -121,7 +122,7 @@ class BatchScores:
         return self._scored
 
 
-def _reward_function(key: str, scores: BatchScores) -> RewardFunction:
+def _reward_function(key: str, scores: BatchScores, first: bool) -> RewardFunction:
     def reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
                **columns: Any) -> list[float | None]:
         if completions is None:
@@ -129,7 +130,7 @@ def _reward_function(key: str, scores: BatchScores) -> RewardFunction:
         if EXAMPLE_COLUMN not in columns:
             raise ValueError(f"mrbench reward {key!r}: the batch has no {EXAMPLE_COLUMN!r} column (columns: "
                              f"{sorted(columns)}); train on mrbench_integrations.trl.prompt_dataset's dataset")
-        scored = scores.of(columns[EXAMPLE_COLUMN], completions, columns.get("log_extra"))
+        scored = scores.of(columns[EXAMPLE_COLUMN], completions, columns.get("log_extra"), first)
         return [s.values.get(key) for s in scored]
 
     reward.__name__ = reward.__qualname__ = key
@@ -145,7 +146,7 @@ def reward_functions(task: str | Task, examples: Any, *, time_budget_s: float | 
     task = resolve_task(task, options)
     keys = keys_of(task, _examples_of(examples))
     scores = BatchScores(CompletionScorer(task, time_budget_s))
-    return [_reward_function(key, scores) for key in keys]
+    return [_reward_function(key, scores, i == 0) for i, key in enumerate(keys)]
 
 
 def grpo_inputs(task: str | Task, *, split: str = "train", data_dir: str | None = None, limit: int | None = None,

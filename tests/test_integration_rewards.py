@@ -185,6 +185,9 @@ def test_the_verifiers_run_once_per_completion_for_all_the_functions():
     assert task.calls == 2
     call_as_trl(funcs, examples, ["r3", "r2"])  # the next batch
     assert task.calls == 4
+    logged: list = []
+    call_as_trl(funcs, examples, ["r3", "r2"], log_extra=lambda column, values: logged.append(values))
+    assert task.calls == 6 and logged == [["", ""]]  # an equal next batch is scored and logged once again
 
 
 def test_a_batch_without_the_example_column_is_one_clear_error():
