@@ -319,12 +319,15 @@ def main(argv: list[str] | None = None) -> int:
         longest = 0.0  # the longest slice so far: a larger shape takes longer, the next recipe about as long
         for i, shape in enumerate(shapes):
             for recipe in args.recipes:
-                sec.need(max(NEEDS_S.get(shape, 60.0), (1.6 if i and recipe == args.recipes[0] else 0.8) * longest),
+                sec.need(max(NEEDS_S.get(shape, 60.0), (2.0 if i and recipe == args.recipes[0] else 0.8) * longest),
                          f"{recipe} on {shape}")
                 t0 = time.monotonic()
                 measured.append(measure(recipe, shape, tokenizer, args, clock))
                 longest = max(longest, time.monotonic() - t0)
                 results.put("recipes", measured)
+                if out:  # the table so far, in case the run is stopped before its end
+                    (out / "step-table.md").write_text(table(measured, results.data.get("js_memory", {}), env,
+                                                             args.share), encoding="utf-8")
                 gc.collect()  # the engine's models and optimiser state go before the next recipe's
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
