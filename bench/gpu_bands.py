@@ -75,7 +75,9 @@ def make_bands(figures: dict[str, float]) -> dict[str, dict[str, Any]]:
 def check(bands_file: dict[str, Any], figures: dict[str, float]) -> list[str]:
     """Each banded figure that is missing from ``figures`` or outside its band, in words."""
     where = bands_file.get("measured", {})
-    origin = f"measured {{}} on {where.get('gpu', '?')} at {str(where.get('commit', '?'))[:9]}"
+    commit = where.get("commit")
+    commit = commit.get("commit") if isinstance(commit, dict) else commit  # gpu_common.environment's form
+    origin = f"measured {{}} on {where.get('gpu', '?')} at {str(commit or '?')[:9]}"
     problems = []
     for key, band in bands_file["bands"].items():
         if key not in figures:

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import gpu_bands
 
-BANDS = {"measured": {"gpu": "NVIDIA H200", "commit": "abcdef123456"},
+BANDS = {"measured": {"gpu": "NVIDIA H200", "commit": {"commit": "abcdef123456", "dirty": False}},
          "bands": gpu_bands.make_bands({"time_generate": 1.0, "time_update": 0.02, "peak_memory_mb": 1000.0,
                                         "generated_tokens_per_s": 300.0})}
 
