@@ -58,7 +58,8 @@ def summary(data: dict) -> str:
             lines.append(f"| {r['algorithm']} | {r['dtype']} | {' | '.join(cells)} | {r['grad_ratio']:.5f} | "
                          f"{r['pairs']} | {tol} | {'ok' if r['ok'] else 'OUTSIDE'} |")
         lines.append("")
-    for key in ("cell/resume", "cell/eval", "cell/deterministic", "cell/numerics", "cell/band_check"):
+    for key in ("cell/figures", "cell/resume", "cell/resume_verdict", "cell/eval", "cell/deterministic", "cell/numerics",
+                "cell/band_check"):
         if key in data:
             value = data[key]
             if key == "cell/eval" and isinstance(value, dict):
