@@ -46,6 +46,7 @@ from harness.config import resolve
 from harness.preflight import preflight
 from harness.records import RunRecord
 from harness.training.phases import TIMED_PHASES as PHASES
+from harness.training.run_loop import RunLoop
 
 
 def phase_ops(prof: torch.profiler.profile, top: int) -> dict[str, tuple[float, list[tuple[str, float, float]]]]:
@@ -127,21 +128,22 @@ def main() -> int:
         backend = LocalBackend(cfg, plan.task, plan.algorithm)
         rec = RunRecord.open(cfg)
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if args.profile else None
-        step = backend._step
+        run_step = RunLoop.run_step
 
-        def profiled_step(n, *rest):
+        def profiled_step(loop: RunLoop, n: int, examples):
             if prof is not None and n + 1 == args.profile:
                 with prof:
-                    return step(n, *rest)
-            return step(n, *rest)
+                    return run_step(loop, n, examples)
+            return run_step(loop, n, examples)
 
-        backend._step = profiled_step
+        RunLoop.run_step = profiled_step  # the run loop's one step, profiled at the step asked for
         try:
             t0 = time.perf_counter()
             backend.train(rec)
             train_seconds = time.perf_counter() - t0
             metrics = rec.metrics()
         finally:
+            RunLoop.run_step = run_step
             rec.unlock()
     info = backend.rollout_info()
     print(f"host {'with' if info['host_native_bf16'] else 'without'} native bf16; rollout {info['dtype']}, update "

@@ -64,6 +64,20 @@ class LocalBackend(LocalEngine, Backend):
         self.stop_after: int | None = None
         self._init_engine(cfg)
 
+    @property
+    def task(self) -> Any:
+        """The run's task; built from the config at first use when none was given (the bench scripts
+        sample and replay with a backend they never train)."""
+        if self._task is None:
+            from tasks.registry import make_task
+
+            self._task = make_task(self.cfg.task.name, **self.cfg.task.options)
+        return self._task
+
+    @task.setter
+    def task(self, value: Any) -> None:
+        self._task = value
+
     def rollout_info(self) -> dict[str, Any]:
         """How sampling and replay run: precision, attention implementation, CPU threads, and
         whether the host has native bf16 (a slow run explains itself)."""
