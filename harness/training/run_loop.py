@@ -75,11 +75,11 @@ class RunLoop:
             from tqdm.auto import tqdm
 
             steps = cfg.schedule.steps
-            bar = tqdm(total=steps, initial=start, desc=f"{cfg.algo.name} on {cfg.task.name}", unit="step",
+            last = steps if self.stop_after is None else min(steps, self.stop_after)  # the bar and estimates too
+            bar = tqdm(total=last, initial=start, desc=f"{cfg.algo.name} on {cfg.task.name}", unit="step",
                        dynamic_ncols=True)
-            self.clock = RunClock(steps, self.step.algorithm, start=start, say=bar.write, started=self.started)
+            self.clock = RunClock(last, self.step.algorithm, start=start, say=bar.write, started=self.started)
             rows: list[dict[str, Any]] = []
-            last = steps if self.stop_after is None else min(steps, self.stop_after)
             for n in range(start, last):
                 row = self.run_step(n, examples)
                 rows.append(row)
