@@ -33,6 +33,7 @@ from evals.registry import EVALUATORS
 from mrbench_core.errors import response_text
 from mrbench_core.jsonio import iter_jsonl, read_text
 from tasks.base import DataError
+from tasks.ifollow import textutil
 from tasks.ifollow.constraints import check
 from tasks.ifollow.rows import parse_official
 
@@ -80,6 +81,9 @@ class _InstructionListEvaluator(Evaluator):
     max_new_tokens = 1280
     #: mrbench rows by key, or the official input_response_data rows matched by prompt text
     prediction_formats = ("jsonl", "ifeval-responses")
+
+    def warm_up(self) -> None:
+        textutil.warm_up()
 
     def cases(self, data_dir: str | None = None, categories: Sequence[str] | None = None) -> list[EvalCase]:
         path = find_file(data_dir, self.folder, self.filename, self.name)
@@ -183,6 +187,9 @@ class MulDimIFEvaluator(Evaluator):
 
     task = "ifollow"
     max_new_tokens = 1280
+
+    def warm_up(self) -> None:
+        textutil.warm_up()
 
     def cases(self, data_dir: str | None = None, categories: Sequence[str] | None = None) -> list[EvalCase]:
         path = find_file(data_dir, "muldimif", "test.json", self.name)

@@ -45,7 +45,8 @@ class IFollowHeldoutEvaluator(Evaluator):
         per_type: dict[str, list[float]] = defaultdict(list)
         for case in cases:
             example = case.meta["example"]
-            verdicts = self._task.score_within(example, responses.get(case.id, ""), self.verifier_timeout_s)
+            verdicts = self._task.score_within(example, responses.get(case.id, ""), self.verifier_timeout_s,
+                                               retries=self.budget_tries - 1)
             oks = [v.value == 1.0 for v in verdicts]
             for (cid, _), ok in zip(example.meta["constraints"], oks):
                 per_type[cid].append(float(ok))

@@ -10,9 +10,10 @@ be computed, such as execution on a missing database), is a DataError after the 
 written; when only some rows are like that, :meth:`ScoredFile.warnings` says how many.
 :meth:`ScoredFile.table` gives each reward's mean over the rows it applies to (rewards named per
 example, like instruction following's constraints, averaged by the task's ``reward_family``). Each
-response is scored within a time budget (``time_budget_s``, default
-:data:`tasks.base.DEFAULT_VERIFIER_TIMEOUT_S`); past it its rewards get their failure values with
-the reason ``timeout``, and the warnings count those rows.
+response is scored within a time budget of CPU seconds (``time_budget_s``, default
+:data:`tasks.base.DEFAULT_VERIFIER_TIMEOUT_S`; :mod:`tasks.verifier_budget`: the verdicts do not
+depend on how busy the machine is); past it on both of its tries (:data:`OFFLINE_RETRIES`) its
+rewards get their failure values with the reason ``timeout``, and the warnings count those rows.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from typing import Any
 from mrbench_core.jsonio import atomic_write_text, iter_jsonl
 from tasks.base import DEFAULT_VERIFIER_TIMEOUT_S, TIMEOUT_REASON, DataError, Task
 from tasks.registry import make_task
+
+#: more tries of a response past its budget before it is scored as timed out: offline, a second
+#: try costs only time (training gives one, so that a stalled verifier costs one budget per step)
+OFFLINE_RETRIES = 1
 
 
 def row_id(row: dict[str, Any], lineno: int) -> str:
@@ -45,7 +50,7 @@ def score_row(task: Task, row: dict[str, Any], *, where: str, lineno: int, data_
     if not isinstance(response, str):
         raise DataError(f"'response' must be a string, got {type(response).__name__}", path=where, row=lineno)
     example = task.example_from_row(row, where=f"{where}, row {lineno}", data_dir=data_dir)
-    verdicts = task.score_within(example, response, time_budget_s)
+    verdicts = task.score_within(example, response, time_budget_s, retries=OFFLINE_RETRIES)
     names = [v.reward for v in verdicts]
     return {
         "id": row_id(row, lineno),

@@ -1,15 +1,20 @@
-"""A wall-clock budget that holds in any thread: the work runs in a worker process, which is
-killed when its time is up.
+"""A time budget that holds in any thread: the work runs in a worker process, which is killed when
+its time is up.
 
 :func:`mrbench_core.time_budget.time_limit` interrupts the work with SIGALRM, which Python
 delivers to the main thread only, and a thread cannot be stopped from outside (a regular
 expression that backtracks for minutes holds its thread until it returns). Off the main thread
 (the openrlhf backend scores in the vLLM engines' worker threads), :class:`WorkerPool` runs the
-calls on a copy of a target object in child processes instead: each call waits for its answer at
-most ``seconds``; past that the child is killed (SIGKILL), reaped, and replaced at the next call,
-and the call raises :class:`~mrbench_core.time_budget.TimeBudgetExceeded`. Nothing is left
-running: a pool's children exit when its pipes close (the parent ending, :meth:`WorkerPool.close`,
-or interpreter exit).
+calls on a copy of a target object in child processes instead: each call may use ``seconds`` of
+the child's CPU time (its own clock, read from ``/proc``: a verdict does not depend on how busy the
+machine is) and :func:`~mrbench_core.time_budget.wall_cap` of wall-clock time (a call that waits
+without computing); past either the child is killed (SIGKILL, with every process it started: it
+leads its own process group), reaped, and replaced at the next call, and the call raises
+:class:`~mrbench_core.time_budget.TimeBudgetExceeded`. Where the child's CPU clock cannot be read
+(no ``/proc``) the budget is ``seconds`` of wall-clock time. A child that dies during a call (an
+exit, an out-of-memory kill) raises :class:`WorkerDied`. Nothing is left running: a pool's
+children exit when its pipes close (the parent ending, :meth:`WorkerPool.close`, or interpreter
+exit), and closing a worker also kills what its calls started and left running.
 
 A child is a fresh interpreter (``python -m mrbench_core.budget_worker``, the parent's
 ``sys.path`` and environment): no fork of a process holding threads, GPU contexts or locks. It gets
@@ -33,7 +38,7 @@ import time
 import weakref
 from typing import Any
 
-from mrbench_core.time_budget import TimeBudgetExceeded
+from mrbench_core.time_budget import TimeBudgetExceeded, wall_cap
 
 #: a child's start-up (interpreter, imports, unpickling the target) may take this long
 START_TIMEOUT_S = 120.0
@@ -42,6 +47,28 @@ _HEADER = struct.Struct("<Q")
 
 class WorkerError(RuntimeError):
     """A worker process could not start, or ended without answering."""
+
+
+class WorkerDied(WorkerError):
+    """The worker process ended during a call (``exit_code``: its exit status, negative for a signal)."""
+
+    def __init__(self, message: str, exit_code: int | None):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU seconds process ``pid`` has used (``/proc/<pid>/stat``), None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+        fields = text[text.rindex(b")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _write(fd: int, obj: Any) -> None:
@@ -109,11 +136,11 @@ class _Worker:
     def call(self, method: str, args: tuple, seconds: float) -> Any:
         try:
             _write(self._down, (method, args))
-            answered, reply = _read(self._up, time.monotonic() + seconds)
+            answered, reply = self._answer(seconds)
         except (EOFError, OSError) as exc:
             self.kill()
-            raise WorkerError(f"the worker process ended during {method}() (exit code "
-                              f"{self.proc.returncode})") from exc
+            raise WorkerDied(f"the worker process ended during {method}() (exit code {self.proc.returncode})",
+                             self.proc.returncode) from exc
         if not answered:
             self.kill()
             raise TimeBudgetExceeded(f"past its time budget of {seconds:g} s")
@@ -121,6 +148,24 @@ class _Worker:
         if kind == "error":
             raise value
         return value
+
+    def _answer(self, seconds: float) -> tuple[bool, Any]:
+        """The reply within ``seconds`` of the child's CPU time and the wall-clock cap (see the module
+        docstring); ``(False, None)`` past either."""
+        start = time.monotonic()
+        spent_before = cpu_seconds(self.proc.pid)
+        if spent_before is None:  # the child's clock cannot be read here: wall-clock seconds
+            return _read(self._up, start + seconds)
+        cap = start + wall_cap(seconds)
+        while True:
+            spent = cpu_seconds(self.proc.pid)
+            left = seconds - (spent - spent_before) if spent is not None else 0.0
+            wait = min(left, cap - time.monotonic())
+            if wait <= 0:
+                return False, None
+            answered, reply = _read(self._up, time.monotonic() + max(wait, 0.01))
+            if answered:
+                return answered, reply
 
     @property
     def alive(self) -> bool:
@@ -148,12 +193,18 @@ class _Worker:
         self._kill_group()
 
     def close(self) -> None:
-        """Close its pipes: the child reads EOF and exits; killed (with its group) if it has not within 5 s."""
+        """Close its pipes: the child reads EOF and exits (killed if it has not within 5 s); then what
+        its calls started and left running, the rest of its process group, is killed too."""
         self._close_pipes()
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self._kill_group()
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:  # the group is empty: nothing was left
+            pass
+        self.proc.wait()
 
 
 class WorkerPool:

@@ -8,14 +8,14 @@ The path of one training step:
    ``Example.reward_names``. A verdict carries the value (NaN where the reward does not apply),
    a reason, the verifier's information block Z_k as text (``None``: the reward keeps the uniform
    token assignment on this response), and the character spans of the response it read.
-   ``Task.score_within(example, response, seconds)`` is the same under a time budget: a response
-   whose verifiers run past it gets every reward's failure value (the low end of its declared
-   range) with the reason ``timeout`` (:data:`TIMEOUT_REASON`), so that no model output can
-   stall training. On the main thread an alarm interrupts the verifier
-   (:func:`mrbench_core.time_budget.time_limit`); in any other thread (the openrlhf backend's vLLM
-   engines score in worker threads) :meth:`score` runs on a copy of the task in a worker process
-   that is killed past the budget (:mod:`mrbench_core.budget_worker`; the copy is the task as it
-   was pickled at the first such call: a task must be picklable to be scored off the main thread).
+   ``Task.score_within(example, response, seconds)`` is the same under a time budget of CPU
+   seconds: a response whose verifiers run past it gets every reward's failure value (the low end
+   of its declared range) with the reason ``timeout`` (:data:`TIMEOUT_REASON`), so that no model
+   output can stall training, and no verdict depends on the machine's load. :meth:`score` runs on
+   a copy of the task in a worker process that is killed past the budget, with whatever the
+   verifier started (:mod:`tasks.verifier_budget`; the copy is the task as it was pickled at the
+   first such call: a task that does not pickle is scored in the calling process, on the main
+   thread under an alarm, in any other thread without a limit).
 4. ``Task.replay_contexts(...)`` builds the leave-one-out contexts of paper Eq. 4.
 
 A verifier never raises on model output; bad *data* raises :class:`DataError` naming file and row.
@@ -33,10 +33,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mrbench_core.budget_worker import pool_for
 from mrbench_core.errors import DataError
 from mrbench_core.replay_kinds import ReplayRequest
-from mrbench_core.time_budget import TimeBudgetExceeded, can_limit, time_limit
 from tasks.data_source import Pool
 
 __all__ = ["DataError", "Example", "Message", "ReplayContexts", "RewardSpec", "Task", "Verdict"]
@@ -211,29 +209,17 @@ class Task(ABC):
     def warm_up(self) -> None:
         """Load what the verifiers load lazily at their first call (tokenizers, language profiles),
         so that no response's time budget pays for it: a scoring worker process
-        (:mod:`mrbench_core.budget_worker`) calls it once at its start. A task must also pickle (the
-        worker gets a copy). Nothing by default."""
+        (:mod:`mrbench_core.budget_worker`) calls it once at its start, and a task scored in its own
+        process before its first budgeted call (:mod:`tasks.verifier_budget`). Nothing by default."""
 
     def score_within(self, example: Example, response: str,
-                     seconds: float | None = DEFAULT_VERIFIER_TIMEOUT_S) -> list[Verdict]:
-        """:meth:`score` within ``seconds`` of wall-clock time (None or 0: no limit); past it, every
-        reward gets its failure value with the reason ``timeout`` (see the module docstring)."""
-        if seconds and seconds > 0 and not can_limit() and os.name == "posix":
-            return self._score_in_worker(example, response, seconds)
-        try:
-            with time_limit(seconds):
-                return self.score(example, response)
-        except TimeBudgetExceeded:
-            return self.timeout_verdicts(example, seconds)
+                     seconds: float | None = DEFAULT_VERIFIER_TIMEOUT_S, retries: int = 0) -> list[Verdict]:
+        """:meth:`score` within ``seconds`` of CPU time (None or 0: no limit); past it, every reward
+        gets its failure value with the reason ``timeout`` (after ``retries`` more tries): see
+        :mod:`tasks.verifier_budget`."""
+        from tasks.verifier_budget import score_within
 
-    def _score_in_worker(self, example: Example, response: str, seconds: float) -> list[Verdict]:
-        """:meth:`score_within` off the main thread, where no alarm can interrupt: :meth:`score` on
-        a copy of this task in a worker process that is killed past the budget (see the module
-        docstring)."""
-        try:
-            return pool_for(self).call("score", (example, response), seconds)
-        except TimeBudgetExceeded:
-            return self.timeout_verdicts(example, seconds)
+        return score_within(self, example, response, seconds, retries)
 
     def timeout_verdicts(self, example: Example, seconds: float | None) -> list[Verdict]:
         """Every reward at the low end of its declared range (0.0 when undeclared), reason ``timeout``."""

@@ -1,8 +1,9 @@
-"""The verifier time budget off the main thread (issue 32, item 2): ``Task.score_within`` called
-from a worker thread (the openrlhf backend's vLLM engines score in ``asyncio.to_thread``), where
-SIGALRM cannot fire, runs the verifiers in a worker process that is killed past the budget. The
-verdicts are those of the main thread, bit for bit; a stalled verifier gets the timeout verdicts;
-no process is left behind."""
+"""The verifier time budget in a worker process (issue 32, item 2; issue 47): ``Task.score_within``
+called from a worker thread (the openrlhf backend's vLLM engines score in ``asyncio.to_thread``),
+where SIGALRM cannot fire, and on the main thread alike, runs the verifiers in a worker process that
+is killed past the budget. The verdicts are the task's own, bit for bit; a stalled verifier gets the
+timeout verdicts; no process is left behind. A task that does not pickle is scored in the calling
+process, on the main thread under the alarm."""
 
 from __future__ import annotations
 
@@ -62,12 +63,31 @@ def test_a_stalled_verifier_in_a_thread_gets_the_timeout_verdicts_and_its_proces
     assert children() == before
 
 
-def test_the_main_thread_still_uses_the_alarm_and_no_process():
+def test_the_main_thread_scores_in_a_worker_too():
     task = StallingTask()
     before = children()
     assert [v.reason for v in task.score_within(EXAMPLE, "stall", 0.2)] == [TIMEOUT_REASON] * 2
     assert [v.value for v in task.score_within(EXAMPLE, "fine", 0.2)] == [1.0, 1.0]
+    assert len(children() - before) == 1  # one idle worker, as off the main thread
+    pool_for(task).close()
     assert children() == before
+
+
+class LocalTask(StallingTask):
+    """Not picklable (a lock): scored in this process, on the main thread under the alarm."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+
+def test_a_task_that_does_not_pickle_is_scored_here_with_one_warning(capsys):
+    task = LocalTask()
+    before = children()
+    assert [v.reason for v in task.score_within(EXAMPLE, "stall", 0.2)] == [TIMEOUT_REASON] * 2
+    assert [v.value for v in task.score_within(EXAMPLE, "fine", 0.2)] == [1.0, 1.0]
+    assert children() == before
+    err = capsys.readouterr().err
+    assert err.count("is scored in this process") == 1 and "cannot stop a verifier inside one C call" in err
 
 
 def test_no_budget_in_a_thread_scores_in_the_thread():
@@ -78,18 +98,19 @@ def test_no_budget_in_a_thread_scores_in_the_thread():
 
 
 @pytest.mark.parametrize("name", ["ifollow", "toolcall"])
-def test_verdicts_off_the_main_thread_equal_the_main_threads_bit_for_bit(name):
+def test_verdicts_in_a_worker_equal_the_tasks_own_bit_for_bit(name):
     task = make_task(name)
     examples = load_examples(task, "train", None, 4, 0)
     responses = ["", "Sure. " * 40, '<tool_call>\n{"name": "x", "arguments": {}}\n</tool_call>',
                  "<think>ok</think> HELLO, WORLD! " + "*word* " * 30]
     for ex in examples:
         for response in responses:
-            # a budget no check comes near (a first call may load a sentence splitter for seconds)
-            here = task.score_within(ex, response, 120.0)
-            there = in_thread(task.score_within, ex, response, 120.0)
-            assert TIMEOUT_REASON not in {v.reason for v in here}
-            assert json.dumps([v.to_json() for v in there]) == json.dumps([v.to_json() for v in here])
+            here = [v.to_json() for v in task.score(ex, response)]  # this process, no budget
+            main = task.score_within(ex, response, 120.0)  # a worker, from the main thread
+            there = in_thread(task.score_within, ex, response, 120.0)  # a worker, from another thread
+            assert TIMEOUT_REASON not in {v.reason for v in main}
+            assert json.dumps([v.to_json() for v in main]) == json.dumps(here)
+            assert json.dumps([v.to_json() for v in there]) == json.dumps(here)
     pool_for(task).close()
 
 
@@ -169,7 +190,8 @@ class WarmingTask(StallingTask):
 
 def test_a_worker_warms_its_task_up_before_the_first_budgeted_call():
     task = WarmingTask()
-    assert [v.value for v in task.score_within(EXAMPLE, "x", 5)] == [0.0, 0.0]  # main thread: no worker
+    assert [v.value for v in task.score_within(EXAMPLE, "x", 0)] == [0.0, 0.0]  # no budget: scored here, as is
+    assert [v.value for v in task.score_within(EXAMPLE, "x", 5)] == [1.0, 1.0]
     assert [v.value for v in in_thread(task.score_within, EXAMPLE, "x", 5)] == [1.0, 1.0]
     pool_for(task).close()
 

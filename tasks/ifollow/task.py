@@ -139,11 +139,9 @@ class InstructionFollowingTask(Task):
     def warm_up(self) -> None:
         """The Punkt sentence splitter, the Treebank word tokenizer and langdetect's profiles,
         which the first checks that count sentences or words or detect a language would load."""
-        from tasks.ifollow.textutil import detect_language, split_sentences, treebank_words
+        from tasks.ifollow import textutil
 
-        split_sentences("One. Two.")
-        treebank_words("One two.")
-        detect_language("This is an English sentence.")
+        textutil.warm_up()
 
     def score(self, example: Example, response: str) -> list[Verdict]:
         prompt = example.meta.get("prompt") or example.messages[-1]["content"]

@@ -114,6 +114,15 @@ def detect_language(text: str) -> str | None:
         return None
 
 
+def warm_up() -> None:
+    """Load the Punkt sentence splitter, the Treebank word tokenizer and langdetect's profiles, which
+    the first checks that count sentences or words or detect a language would load (seconds of CPU:
+    outside any response's time budget)."""
+    split_sentences("One. Two.")
+    treebank_words("One two.")
+    detect_language("This is an English sentence.")
+
+
 # -- loose variants -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Variant:
