@@ -28,6 +28,7 @@ so a reader sees either the old or the new content. JSONL files are rewritten wh
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import fcntl
 import hashlib
 import json
@@ -162,7 +163,7 @@ def config_fingerprint(cfg: RunConfig) -> str:
 def lock_held(path: Path) -> bool:
     """Whether a live process holds the lock of the record at ``path`` (a shared, non-blocking probe)."""
     try:
-        fd = os.open(Path(path) / ".lock", os.O_RDONLY)
+        fd = os.open(Path(path) / ".lock", os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return False
     try:
@@ -172,6 +173,43 @@ def lock_held(path: Path) -> bool:
     finally:
         os.close(fd)  # closing drops the probe's own lock
     return False
+
+
+def _open_lock(lock_path: Path) -> Any:
+    """The lock file, opened for writing without following a symbolic link (a ``.lock`` linked to
+    another file would have that file truncated): a link is refused in one line."""
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or lock_path.is_symlink():
+            raise RecordError(link_refusal(lock_path)) from None
+        raise
+    return os.fdopen(fd, "r+")
+
+
+#: the folders of a record whose entries the harness writes and reads as well (the local checkpoint)
+LINK_CHECKED_DIRS = ("checkpoint",)
+
+
+def link_refusal(path: Path) -> str:
+    try:
+        target = f" (to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    return (f"{path}: is a symbolic link{target}; mrbench never writes or reads through a link in a record "
+            f"(it could reach files outside it); remove the link, then rerun")
+
+
+def refuse_links(path: Path) -> None:
+    """RecordError (one line naming it) when an entry of the record at ``path``, or of its
+    ``checkpoint/``, is a symbolic link."""
+    path = Path(path)
+    for folder in (path, *(path / d for d in LINK_CHECKED_DIRS)):
+        if folder is not path and not folder.is_dir():
+            continue
+        for name in sorted(os.listdir(folder)):
+            if (folder / name).is_symlink():
+                raise RecordError(link_refusal(folder / name))
 
 
 def record_dir_for(cfg: RunConfig) -> Path:
@@ -238,16 +276,18 @@ class RunRecord:
         return out
 
     def lock(self) -> None:
+        """Take the record's lock (refused while another process holds it), then check that nothing
+        in it is a symbolic link (:func:`refuse_links`): the harness never writes or reads through one."""
         lock_path = self.path / ".lock"
         while True:
-            fh = open(lock_path, "a+")  # noqa: SIM115  (kept open while the lock is held)
+            fh = _open_lock(lock_path)
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 fh.close()
                 raise RecordError(f"{self.path}: another run is writing this record (lock held)") from None
             try:
-                same = os.fstat(fh.fileno()).st_ino == os.stat(lock_path).st_ino
+                same = os.fstat(fh.fileno()).st_ino == os.stat(lock_path, follow_symlinks=False).st_ino
             except FileNotFoundError:
                 same = False
             if same:
@@ -258,6 +298,11 @@ class RunRecord:
         fh.write(f"{os.getpid()}\n")
         fh.flush()
         self._lock_fh = fh
+        try:
+            refuse_links(self.path)
+        except RecordError:
+            self.unlock()
+            raise
 
     def unlock(self) -> None:
         """Let go of the record: remove the lock file while still holding it, then release it."""

@@ -26,7 +26,6 @@ import contextlib
 import os
 import pickle
 import random
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ import torch
 
 from harness.disk_full import guard, tensor_bytes
 from harness.records import CHECKPOINT_STEP_FILE as STEP_FILE
-from harness.records import RecordError
+from harness.records import RecordError, link_refusal
 
 STATE_FILE = "state.pt"
 
@@ -88,6 +87,8 @@ def save(directory: Path, *, step: int, model: Any, optimizer: torch.optim.Optim
     """Write the checkpoint; ``optimizer=None`` leaves the optimiser state out (a run's final
     checkpoint, from which no update follows)."""
     directory = Path(directory)
+    if directory.is_symlink():
+        raise CheckpointError(link_refusal(directory))
     directory.mkdir(parents=True, exist_ok=True)
     payload = {"step": step, "model": trainable_state(model), "rng": rng_state(), "data_position": data_position,
                "fingerprint": fingerprint}
@@ -166,8 +167,12 @@ def _resolve(name: str) -> Any:
 
 def load(directory: Path) -> dict[str, Any] | None:
     """The saved state, or None when there is no checkpoint; :class:`CheckpointError` (one line
-    naming the file) when it cannot be read. Leftovers of killed writes are removed first."""
+    naming the file) when it cannot be read, is reached through a symbolic link, or holds a
+    ``step`` or data position that is not a count. Leftovers of killed writes are removed first."""
     path = Path(directory) / STATE_FILE
+    for linked in (Path(directory), path):
+        if linked.is_symlink():
+            raise CheckpointError(link_refusal(linked))
     remove_stale_temporaries(path.parent)
     if not path.exists():
         return None
@@ -175,12 +180,30 @@ def load(directory: Path) -> dict[str, Any] | None:
         state = _load_without_code(path)
     except CheckpointError:
         raise
-    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+    except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"{path}: unreadable checkpoint ({path.stat().st_size} bytes; {first}); "
                               f"remove {path.parent} to restart the run from step 0") from exc
     if not isinstance(state, dict) or not {"step", "model", "rng"} <= set(state):
         raise CheckpointError(f"{path}: not a mrbench checkpoint (no step, model and rng); "
                               f"remove {path.parent} to restart the run from step 0")
+    for key in ("step", "data_position"):
+        value = state.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise CheckpointError(f"{path}: not a mrbench checkpoint ({key} is {value!r}, not a count); "
+                                  f"remove {path.parent} to restart the run from step 0")
     return state
 
+
+def check_resumable(state: dict[str, Any], directory: Path, fingerprints: list[str], steps: int) -> None:
+    """Refuse (:class:`CheckpointError`, one line) a loaded checkpoint that another configuration
+    wrote than the record's ``config.json`` (``fingerprints``: the ones it accepts), or that goes
+    past the run's ``steps``."""
+    if state.get("fingerprint") not in fingerprints:
+        raise CheckpointError(f"{directory}: a checkpoint of another configuration than the record's config.json "
+                              f"(config.json was edited, or the record moved, after it was written); put "
+                              f"config.json back as it was and rerun with its settings, or remove {directory} "
+                              f"to restart the run from step 0")
+    if state["step"] > steps:
+        raise CheckpointError(f"{directory}: a checkpoint after step {state['step']} of a {steps}-step run; "
+                              f"remove it to restart the run from step 0")

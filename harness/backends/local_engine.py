@@ -244,8 +244,7 @@ class LocalEngine:
             return None
         steps = self.cfg.schedule.steps
         known = getattr(record, "config_fingerprints", lambda: [self._fingerprint(record)])()
-        if state["fingerprint"] not in known:
-            raise RuntimeError(f"{record.checkpoint_dir}: checkpoint of a different configuration")
+        checkpoint.check_resumable(state, record.checkpoint_dir, known, steps)
         checkpoint.load_trainable_state(self.policy, state["model"])
         if "optimizer" in state:
             self.update.optimizer.load_state_dict(state["optimizer"])
