@@ -1,4 +1,4 @@
-"""A full disk is one line, exit code 2, and a record that says so.
+"""A full disk, or a folder that refuses writes, is one line, exit code 2, and a record that says so.
 
 :func:`guard` wraps a large write (a checkpoint, the model export) whose size is known in advance:
 when it fails on a device without room for it, it raises :class:`DiskFull` naming the path, the
@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+#: a folder that refuses writes (remounted read-only, a read-only export, permissions taken away):
+#: treated like a full disk, one line naming the path
+UNWRITABLE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 MARKER = ".stopped-disk-full"
 
 
@@ -65,6 +68,16 @@ class DiskFull(OSError):
         return str(self.strerror)
 
 
+class NotWritable(DiskFull):
+    """A write refused by the file system (read-only, no permission): the message names the path."""
+
+    def __init__(self, path: str | Path, reason: str):
+        OSError.__init__(self, errno.EROFS, f"{path}: cannot write there ({reason}); make the folder writable "
+                                            f"again (or choose another --output.dir), then rerun the same command: "
+                                            f"it resumes from the last checkpoint")
+        self.path, self.needed, self.free = Path(path), None, None
+
+
 def _chain(exc: BaseException | None) -> Iterator[BaseException]:
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
@@ -75,13 +88,28 @@ def _chain(exc: BaseException | None) -> Iterator[BaseException]:
 
 def find(exc: BaseException, path: str | Path = ".") -> DiskFull | None:
     """The :class:`DiskFull` behind ``exc`` (an ``ENOSPC`` / ``EDQUOT`` anywhere in its chain, named
-    by the failing file or else ``path``), or None when ``exc`` is not a full disk."""
+    by the failing file or else ``path``), or a :class:`NotWritable` (``EROFS``, ``EACCES``,
+    ``EPERM`` on a file under ``path``), or None when ``exc`` is neither."""
     for link in _chain(exc):
         if isinstance(link, DiskFull):
             return link
         if isinstance(link, OSError) and link.errno in FULL_ERRNOS:
             return DiskFull(link.filename or path)
+        if isinstance(link, OSError) and link.errno in UNWRITABLE_ERRNOS and _inside(link.filename, path):
+            return NotWritable(link.filename, link.strerror or os.strerror(link.errno))
     return None
+
+
+def _inside(filename: Any, folder: str | Path) -> bool:
+    """Whether ``filename`` (an OSError's) is ``folder`` or below it: a write refused elsewhere (a
+    model cache, a library's own file) is that library's error, not the results folder's."""
+    if not isinstance(filename, (str, os.PathLike)):
+        return False
+    try:
+        Path(os.path.abspath(filename)).relative_to(os.path.abspath(folder))
+        return True
+    except ValueError:
+        return False
 
 
 @contextlib.contextmanager
@@ -93,6 +121,8 @@ def guard(path: str | Path, needed: int, what: str) -> Iterator[None]:
         yield
     except Exception as exc:
         full = find(exc, path)
+        if isinstance(full, NotWritable):
+            raise full from exc
         free = free_bytes(path)
         if full is None and (free is None or free >= needed):
             raise
@@ -120,12 +150,17 @@ def record_failure(rec: Any, reason: str) -> bool:
         return True
     except OSError:
         pass
+    marker = Path(rec.path) / MARKER
     with contextlib.suppress(OSError):
-        (Path(rec.path) / MARKER).touch()
-        if _fail_in_place(rec, reason):
-            (Path(rec.path) / MARKER).unlink()
-            return True
-    return False
+        marker.touch()
+    try:
+        done = _fail_in_place(rec, reason)
+    except OSError:
+        done = False
+    if done:
+        with contextlib.suppress(OSError):
+            marker.unlink()
+    return done
 
 
 def _fail_in_place(rec: Any, reason: str) -> bool:

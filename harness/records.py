@@ -309,7 +309,7 @@ class RunRecord:
         if self._lock_fh is not None:
             try:
                 os.unlink(self.path / ".lock")
-            except FileNotFoundError:
+            except OSError:  # gone, or a folder that refuses writes now: left behind, unheld (lock_held)
                 pass
             fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
             self._lock_fh.close()

@@ -106,8 +106,9 @@ def end_of_run_eval(plan: Any, generate: Any, cfg: RunConfig) -> dict[str, Any]:
 
 
 def _stopped_on_full_disk(rec: RunRecord, loggers: Any, full: disk_full.DiskFull) -> int:
-    """Mark the record failed (or say it could not be), close the loggers, print one line: exit 2."""
-    recorded = disk_full.record_failure(rec, f"DiskFull: {full}")
+    """Mark the record failed (or say it could not be), close the loggers, print one line: exit 2.
+    Also for a folder that refuses writes (:class:`harness.disk_full.NotWritable`)."""
+    recorded = disk_full.record_failure(rec, f"{type(full).__name__}: {full}")
     if loggers:
         loggers.close(None)
     print(f"mrbench run: {full}" + ("" if recorded else

@@ -130,6 +130,15 @@ def run_cells(spec: GridSpec, cells: list[Cell], opts: SweepOptions) -> int:
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         executor.run(todo, progress)
+    except OSError as exc:  # the root refuses writes (a cell's files): one line, as a cell says it
+        from harness.disk_full import find
+
+        refused = find(exc, spec.root)
+        if refused is None:
+            raise
+        progress.close()
+        print(f"mrbench sweep: {refused}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         progress.close()
         log.refresh(cells)

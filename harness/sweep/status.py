@@ -17,6 +17,7 @@ runner would refuse it).
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,15 @@ class SweepLog:
                 self.data["cells"][cid] = entry
 
     def save(self, merge: bool = True) -> None:
+        """Rewrite the file; where the root refuses the write (read-only, full), say so once and go on:
+        the records, not this log, are what a rerun reads."""
         if merge:
             self._merge()
         self.data["updated"] = now_iso()
-        atomic_write_json(self.path, self.data)
+        try:
+            atomic_write_json(self.path, self.data)
+        except OSError as exc:
+            if not getattr(self, "_unwritten", False):
+                self._unwritten = True
+                print(f"mrbench sweep: warning: {self.path}: not written ({exc.strerror or exc}); the cells' "
+                      f"records still say how each ended", file=sys.stderr)
