@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -87,17 +88,33 @@ def write_report(opts: ReportOptions) -> Written:
             print(f"mrbench report: task {rep.task}: no {opts.baseline!r} rows to compare with (--baseline); "
                   f"its algorithms: {', '.join(algos)}", file=sys.stderr)
     written: list[Path] = []
-    for rep in reports:
-        rep.figures = draw_curves(rep, out)
-        written += [out / name for name in rep.figures.values()]
-    root = str(opts.root)
-    files = {
-        "leaderboard.md": markdown(reports, root, runs, problems, opts.baseline, opts.min_seeds, opts.effect),
-        "leaderboard.csv": to_csv(reports),
-        "leaderboard.json": to_json(reports, root, problems, opts.baseline, opts.min_seeds, opts.effect),
-        "report.html": to_html(reports, out, root, runs, problems, opts.baseline, opts.min_seeds, opts.effect),
-    }
-    for name, text in files.items():
-        atomic_write_text(out / name, text)
-        written.append(out / name)
+    try:
+        for rep in reports:
+            rep.figures = draw_curves(rep, out)
+            written += [out / name for name in rep.figures.values()]
+        root = str(opts.root)
+        files = {
+            "leaderboard.md": markdown(reports, root, runs, problems, opts.baseline, opts.min_seeds, opts.effect),
+            "leaderboard.csv": to_csv(reports),
+            "leaderboard.json": to_json(reports, root, problems, opts.baseline, opts.min_seeds, opts.effect),
+            "report.html": to_html(reports, out, root, runs, problems, opts.baseline, opts.min_seeds, opts.effect),
+        }
+        for name, text in files.items():
+            atomic_write_text(out / name, text)
+            written.append(out / name)
+    except OSError as exc:
+        raise ReportNotWritten(out, exc) from exc
+    if problems and runs:
+        print(f"mrbench report: note: {len(problems)} records or values left out (unfinished, damaged or a second "
+              f"record of a seed); leaderboard.md lists each under 'Records and values left out'", file=sys.stderr)
     return Written(written, verdict_parts(reports))
+
+
+class ReportNotWritten(ValueError):
+    """The output folder refused a report file (read-only, full, not permitted): one line naming it."""
+
+    def __init__(self, out: Path, exc: OSError):
+        where = exc.filename or out
+        room = " (free some space, or" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else " (make it writable, or"
+        super().__init__(f"{where}: cannot write the report there: {exc.strerror or exc}{room} choose another "
+                         f"--out)")
