@@ -222,6 +222,10 @@ class Registry:
                 importlib.import_module(entry.module or "")
         except (ImportError, AttributeError) as exc:
             raise RegistryError(f"{self.kind} {name!r}: cannot import {source!r}: {exc}") from exc
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise RegistryError(f"{self.kind} {name!r}: importing {source!r} raised {type(exc).__name__}"
+                                + (f": {first}" if first else "")) from exc
         entry = self._entries[name]
         if not entry.resolved:
             raise RegistryError(f"{self.kind} {name!r}: importing {entry.module!r} did not register it "
