@@ -245,7 +245,7 @@ class OptimConfig:
 
 @dataclass
 class ScheduleConfig:
-    steps: int = setting(4, help="training steps", ge=1)
+    steps: int = setting(4, help="training steps", ge=1, le=1_000_000)
     checkpoint_every: int = setting(0, help="steps between checkpoints; 0 = only at the end and on SIGTERM/SIGINT "
                                             "(a kill -9 then restarts from the last one; resume is exact from any)",
                                     ge=0)
