@@ -72,6 +72,9 @@ def confidence_sequence(diffs: list[float] | np.ndarray, phi: float, alpha: floa
     mean = float(xs.mean()) if n else math.nan
     sd = float(xs.std(ddof=1)) if n > 1 else math.nan
     if n >= MIN_SEEDS and np.all(xs == xs[0]):  # no spread: the t statistic is 0/0 or infinite
+        if not math.isfinite(halfwidth(n, 1.0, phi, alpha)):  # no finite interval at n seeds, whatever the spread
+            return SequentialInterval(n, mean, -math.inf, math.inf, 1.0, 0.0)
+        # the interval's limit as the spread goes to 0: the point, as narrow as the design allows
         return SequentialInterval(n, mean, mean, mean, 1.0 if mean == 0 else 0.0, 0.0)
     model = _model(alpha, phi)
     with warnings.catch_warnings(), np.errstate(all="ignore"):

@@ -19,12 +19,13 @@ recorded ones are refused (the intervals' validity rests on a design fixed in ad
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.records import atomic_write_json, read_json
+from harness.records import RecordError, atomic_write_json, config_identity, read_json
 from harness.report.collect import eval_numbers
 from harness.report.sequential import (
     ALPHA,
@@ -39,6 +40,8 @@ from harness.sweep.grid import Cell, GridError, GridSpec
 from harness.sweep.status import FINISHED, cell_state
 
 RESOLVED, MAX_SEEDS = "resolved", "max seeds"
+#: the most --max-seeds allows
+MAX_SEEDS_LIMIT = 100
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,15 @@ class AdaptiveSettings:
             raise GridError(f"--max-seeds {self.max_seeds}: the intervals need at least {MIN_SEEDS} seeds")
         if self.round_size < 1:
             raise GridError(f"--round-size {self.round_size}: must be at least 1")
+        if self.max_seeds > MAX_SEEDS_LIMIT:
+            raise GridError(f"--max-seeds {self.max_seeds}: at most {MAX_SEEDS_LIMIT} (each seed is a training run "
+                            f"of every open arm, and every cell the sweep may run is expanded and checked before "
+                            f"its first round)")
+        for metric in self.metrics:
+            bench, _, key = metric.partition("/")
+            if not bench or not key:
+                raise GridError(f"--metric {metric!r}: expected BENCH/KEY (an end-of-run benchmark and one of its "
+                                f"numbers, e.g. ifollow-heldout/instruction_level)")
 
 
 @dataclass
@@ -123,19 +135,99 @@ def new_state(settings: AdaptiveSettings, first: list[int]) -> dict[str, Any]:
             "metrics": list(settings.metrics), "rounds": []}
 
 
-def load_state(root: str | Path, settings: AdaptiveSettings, first: list[int]) -> dict[str, Any]:
-    """The recorded state, or a new one; other settings than the recorded ones are refused."""
+def load_state(root: str | Path, settings: AdaptiveSettings, first: list[int],
+               arms: dict[str, Arm] | None = None) -> dict[str, Any]:
+    """The recorded state, or a new one; other settings than the recorded ones, a damaged state and
+    (given ``arms``) a grid whose arms differ from the ones the sweep started with are refused."""
     path = Path(root) / STATE_FILE
     if not path.exists():
-        return new_state(settings, first)
-    state = read_json(path)
+        state = new_state(settings, first)
+        if arms is not None:
+            state["arms"] = {key: arm_identity(arm) for key, arm in arms.items()}
+        return state
+    try:
+        state = read_json(path)
+    except RecordError as exc:
+        raise GridError(f"{exc}; {DAMAGED_HINT}") from exc
+    check_state(state, path)
     want = {**asdict(settings), "metrics": list(settings.metrics)}
     if state.get("settings") != want or state.get("first_seeds") != first:
         had = {**state.get("settings", {}), "first seeds": state.get("first_seeds")}
         raise GridError(f"{path}: this adaptive sweep ran with {had}; now asked for "
                         f"{ {**want, 'first seeds': first} }: rerun with the recorded settings, or give a "
                         f"fresh --root (its intervals are valid only for the design it started with)")
+    if arms is not None:
+        check_arms(state, arms, path)
     return state
+
+
+DAMAGED_HINT = ("restore it (an adaptive sweep's decisions cannot be recomputed from its records), or give a "
+                "fresh --root")
+
+
+def check_state(state: Any, path: Path) -> None:
+    """Refuse (one line naming the file and the key) a state that is not the shape this module writes."""
+    def bad(what: str) -> GridError:
+        return GridError(f"{path}: damaged: {what}; {DAMAGED_HINT}")
+
+    if not isinstance(state, dict):
+        raise bad("not a JSON object")
+    for key, kind in (("settings", dict), ("first_seeds", list), ("metrics", list), ("rounds", list),
+                      ("phi", (int, float))):
+        if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
+            raise bad(f"{key!r} is {state.get(key)!r}")
+    for i, rnd in enumerate(state["rounds"]):
+        where = f"rounds[{i}]"
+        if not isinstance(rnd, dict) or not isinstance(rnd.get("seeds"), dict) or \
+                not isinstance(rnd.get("decided"), bool) or not isinstance(rnd.get("round"), int):
+            raise bad(f"{where} is not a round (round, seeds, decided)")
+        for key, seeds in rnd["seeds"].items():
+            if not isinstance(seeds, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in seeds):
+                raise bad(f"{where}.seeds.{key} is {seeds!r}")
+        decisions = rnd.get("decisions", {})
+        if not isinstance(decisions, dict) or not all(isinstance(d, dict) and "stop" in d for d in decisions.values()):
+            raise bad(f"{where}.decisions is not a mapping of decisions")
+
+
+def arm_identity(arm: Arm) -> dict[str, Any]:
+    """What an arm computes: its first cell's configuration without the seed and the record paths."""
+    cell = arm.cells[min(arm.cells)]
+    config = json.loads(cell.cfg.to_json())
+    config.pop("seed", None)
+    config.get("output", {}).pop("dir", None)
+    config.get("output", {}).pop("root", None)
+    return config
+
+
+def check_arms(state: dict[str, Any], arms: dict[str, Arm], path: Path) -> None:
+    """The arms the sweep started with (``state['arms']``, recorded when it first ran) against the
+    grid's now: an arm added or dropped, or one whose settings changed, is refused, naming it. A
+    state written before arms were recorded gets them now."""
+    recorded = state.get("arms")
+    if recorded is None:
+        state["arms"] = {key: arm_identity(arm) for key, arm in arms.items()}
+        return
+    added, dropped = sorted(set(arms) - set(recorded)), sorted(set(recorded) - set(arms))
+    if added or dropped:
+        what = "; ".join(part for part in (f"added {', '.join(added)}" if added else "",
+                                           f"dropped {', '.join(dropped)}" if dropped else "") if part)
+        raise GridError(f"{path}: the grid's arms changed since this adaptive sweep started ({what}): put the grid "
+                        f"back as it was, or give a fresh --root for the new design")
+    for key, arm in arms.items():
+        differ = changed_keys(config_identity(recorded[key]), config_identity(arm_identity(arm)))
+        if differ:
+            raise GridError(f"{path}: arm {key}: the grid changed {', '.join(differ[:3])} since this adaptive sweep "
+                            f"started: put the grid back as it was, or give a fresh --root for the new design")
+
+
+def changed_keys(a: Any, b: Any, where: str = "") -> list[str]:
+    """The dotted keys whose values differ between two config dicts (``a`` -> ``b``)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(set(a) | set(b)):
+            out += changed_keys(a.get(key), b.get(key), f"{where}.{key}".strip("."))
+        return out
+    return [] if a == b else [f"{where} ({a!r} -> {b!r})"]
 
 
 def save_state(root: str | Path, state: dict[str, Any]) -> None:
@@ -203,6 +295,32 @@ def interval(arm: Arm, base: Arm, metric: str, state: dict[str, Any]):
     return confidence_sequence(diffs, state["phi"], state["settings"]["alpha"]), seeds
 
 
+def check_metric_benchmarks(metrics: tuple[str, ...] | list[str], arms: dict[str, Arm]) -> None:
+    """Refuse a ``--metric`` whose benchmark is not an end-of-run benchmark of every arm (before any
+    cell runs: an interval on a number no record has never resolves)."""
+    from harness.preflight import preflight
+
+    planned: dict[str, set[str]] = {}
+    for key, arm in arms.items():
+        planned[key] = set(preflight(arm.cells[min(arm.cells)].cfg, environment=False).benchmarks)
+    for metric in metrics:
+        bench = metric.partition("/")[0]
+        lacking = [key for key, names in planned.items() if bench not in names]
+        if lacking:
+            have = sorted(set.intersection(*planned.values())) if planned else []
+            raise GridError(f"--metric {metric}: {bench!r} is not an end-of-run benchmark of {lacking[0]}; the "
+                            f"arms' common benchmarks: {', '.join(have) or '(none)'}")
+
+
+def check_metric_keys(state: dict[str, Any], arms: dict[str, Arm]) -> None:
+    """After the first round: refuse a ``--metric`` that none of its finished records has."""
+    have = sorted({m for arm in arms.values() for v in arm_values(arm, state["first_seeds"]).values() for m in v})
+    missing = [m for m in state["metrics"] if m not in have]
+    if have and missing:
+        raise GridError(f"--metric {missing[0]}: no record of the first round has it; their numbers: "
+                        f"{', '.join(have)}")
+
+
 def choose_metrics(state: dict[str, Any], arms: dict[str, Arm]) -> list[str]:
     """Every benchmark number all of the first round's finished training cells have (sorted)."""
     sets = [set(v) for arm in arms.values() for v in arm_values(arm, state["first_seeds"]).values()]
@@ -241,15 +359,21 @@ def run_adaptive(spec: GridSpec, cells: list[Cell], settings: AdaptiveSettings, 
     """Rounds until every arm has stopped. ``run_round(cells) -> exit code`` runs a round's cells
     (0: every one finished); any other code stops here, the round left to a rerun."""
     arms, base = arms_of(cells, settings.baseline)
-    state = load_state(spec.root, settings, first)
+    state = load_state(spec.root, settings, first, arms)
     while True:
         rnd = state["rounds"][-1] if state["rounds"] and not state["rounds"][-1]["decided"] else None
         if rnd is None:
+            code = rerun_vanished(spec, state, arms, base, None, run_round)
+            if code != 0:
+                return code
             rnd = plan_round(state, arms, settings)
             if rnd is None:
                 break
             state["rounds"].append(rnd)
             save_state(spec.root, state)
+        code = rerun_vanished(spec, state, arms, base, rnd, run_round)
+        if code != 0:
+            return code
         todo = [c for c in round_cells(rnd, arms, base) if cell_state(c).state != FINISHED]
         print(f"sweep {spec.name}: round {rnd['round']}: " + "; ".join(
             f"{key} seeds {','.join(map(str, seeds))}" for key, seeds in rnd["seeds"].items()))
@@ -259,6 +383,8 @@ def run_adaptive(spec: GridSpec, cells: list[Cell], settings: AdaptiveSettings, 
                 return code
         if not state["metrics"]:
             state["metrics"] = choose_metrics(state, arms)
+        elif rnd["round"] == 1:
+            check_metric_keys(state, arms)
         rnd["decisions"] = decide(state, arms, rnd)
         rnd["decided"] = True
         save_state(spec.root, state)
@@ -267,6 +393,20 @@ def run_adaptive(spec: GridSpec, cells: list[Cell], settings: AdaptiveSettings, 
     print(f"sweep {spec.name}: every arm has stopped after {len(state['rounds'])} rounds "
           f"(state: {Path(spec.root) / STATE_FILE})")
     return 0
+
+
+def rerun_vanished(spec: GridSpec, state: dict[str, Any], arms: dict[str, Arm], base: list[Cell],
+                   current: dict[str, Any] | None, run_round) -> int:
+    """Rerun, saying which, the cells of decided rounds (all but ``current``) that are no longer
+    finished (a record removed or damaged since): every decision rests on every seed given so far."""
+    earlier = [r for r in state["rounds"] if r is not current]
+    cells = {c.id: c for rnd in earlier for c in round_cells(rnd, arms, base)}
+    gone = [c for c in cells.values() if cell_state(c).state != FINISHED]
+    if not gone:
+        return 0
+    print(f"sweep {spec.name}: {len(gone)} cells of earlier rounds are no longer finished; rerunning them first: "
+          + ", ".join(c.id for c in gone))
+    return run_round(gone)
 
 
 def decision_text(d: dict[str, Any]) -> str:

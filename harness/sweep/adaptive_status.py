@@ -38,7 +38,7 @@ def _stopped(state: dict, key: str) -> tuple[int, str] | None:
 
 def adaptive_status(spec: GridSpec, cells: list[Cell], settings: AdaptiveSettings, first: list[int]) -> str:
     arms, _ = arms_of(cells, settings.baseline)
-    state = load_state(spec.root, settings, first)
+    state = load_state(spec.root, settings, first, arms)
     if not state["rounds"]:
         state["rounds"] = [{"round": 1, "seeds": {k: list(first) for k in arms}, "decided": False}]
     metrics = state["metrics"]

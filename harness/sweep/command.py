@@ -221,7 +221,14 @@ def _reuse(opts: SweepOptions, cells: list[Cell]) -> None:
 
 def cmd_adaptive(spec: GridSpec, opts: SweepOptions) -> int:
     """``--until-resolved``: the grid's seeds as the first round, then rounds until every arm is resolved."""
-    from harness.sweep.adaptive import AdaptiveSettings, run_adaptive, with_seeds
+    from harness.sweep.adaptive import (
+        AdaptiveSettings,
+        arms_of,
+        check_metric_benchmarks,
+        load_state,
+        run_adaptive,
+        with_seeds,
+    )
     from harness.sweep.adaptive_status import adaptive_status
 
     if opts.only:
@@ -235,8 +242,12 @@ def cmd_adaptive(spec: GridSpec, opts: SweepOptions) -> int:
         print(adaptive_status(spec, cells, settings, first))
         return 0
     check_cells(spec, cells)
+    arms, _ = arms_of(cells, settings.baseline)  # an unknown --baseline, before anything runs
+    load_state(spec.root, settings, first, arms)  # a damaged state, other settings, a grid that changed
     _reuse(opts, cells)
     if opts.dry_run:
+        check_metric_benchmarks(settings.metrics, arms)  # a run checks the records' numbers after round 1
+
         for cell in cells:
             print(f"{cell_state(cell).state:<11}  {cell.record_dir}")
         print(f"{len(cells)} cells under {spec.root} at most ({len(first)} seeds per arm in the first round, "

@@ -150,6 +150,25 @@ def _choices(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else [value]
 
 
+#: what a grid's values may be: JSON's types (a YAML tag such as ``!!binary``, ``!!timestamp`` or
+#: ``!!set`` gives bytes, dates or sets, which no setting takes and no record can store)
+PLAIN_TYPES = (dict, list, str, int, float, bool, type(None))
+
+
+def _plain_values(node: Any, path: str, where: str) -> None:
+    """Refuse (:class:`GridError`, naming the file and key) a value of any other type than JSON's."""
+    if not isinstance(node, PLAIN_TYPES):
+        raise GridError(f"{path}: {where or 'the file'}: {type(node).__name__} value {node!r} (a YAML tag such as "
+                        f"!!binary or a date); a grid holds strings, numbers, booleans, lists and mappings")
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _plain_values(key, path, f"{where}.{key}".strip(".") if isinstance(key, str) else where)
+            _plain_values(value, path, f"{where}.{key}".strip("."))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _plain_values(value, path, f"{where}[{i}]")
+
+
 def load_grid(path: str | Path) -> GridSpec:
     path = Path(path)
     if not path.is_file():
@@ -162,6 +181,7 @@ def load_grid(path: str | Path) -> GridSpec:
         raise GridError(str(exc)) from exc
     if not isinstance(data, dict):
         raise GridError(f"{path}: a grid file is a mapping (keys: {', '.join(GRID_KEYS)})")
+    _plain_values(data, str(path), "")
     for key in data:
         if key not in GRID_KEYS:
             raise GridError(f"{path}: unknown key {key!r}; known keys: {', '.join(GRID_KEYS)}")
