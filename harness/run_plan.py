@@ -54,24 +54,52 @@ def describe(cfg: Any, plan: Any) -> str:
         more = " ..." if sch.steps > 12 else ""
         lines.append(f"algorithm: beta {plan.algorithm.config.beta:g}, warm-up {plan.algorithm.config.warmup_steps} "
                      f"steps; effective beta per step: {betas}{more}")
-    sizes = benchmark_sizes(plan.benchmarks, sch.eval_limit, sch.eval_max_new_tokens)
+    if finished_record(state):  # nothing would run: no time to estimate either
+        lines.append(f"end-of-run benchmarks: {', '.join(plan.benchmarks) or 'none'} (evaluated when it ran: "
+                     f"eval.json)")
+        lines.append("expected time: none: a finished record is not rerun (its summary and evaluation are "
+                     "printed again)")
+        return "\n".join(lines)
+    missing: dict[str, str] = {}
+    sizes = benchmark_sizes(plan.benchmarks, sch.eval_limit, sch.eval_max_new_tokens, missing)
     if plan.benchmarks:
         each = f"{sch.eval_limit} cases" if sch.eval_limit is not None else "all cases"
         tokens = (f"at most {sch.eval_max_new_tokens} tokens each" if sch.eval_max_new_tokens
                   else "each benchmark's own response length")
-        counted = ", ".join(f"{name}: {n} cases of up to {t} tokens" for name, (n, t) in sizes.items())
-        lines.append(f"end-of-run benchmarks: {', '.join(plan.benchmarks)} ({each}, {tokens}; {counted})")
+        counted = ", ".join(f"{name}: {n} cases of up to {t} tokens" for name, (n, t) in sizes.items()
+                            if name not in missing)
+        lines.append(f"end-of-run benchmarks: {', '.join(plan.benchmarks)} ({each}, {tokens}"
+                     + (f"; {counted})" if counted else ")"))
     else:
         lines.append("end-of-run benchmarks: none")
-    lines.append(expected_line(cfg, plan.algorithm, done, sizes))
+    if missing:
+        lines.append(f"warning: {missing_data_line(missing)}")
+    lines.append(expected_line(cfg, plan.algorithm, done, {n: v for n, v in sizes.items() if n not in missing}))
     return "\n".join(lines)
 
 
-def benchmark_sizes(benchmarks: dict[str, str | None], limit: int | None,
-                    max_new_tokens: int | None) -> dict[str, tuple[int, int]]:
+def finished_record(state: str) -> bool:
+    return state.startswith("finished")
+
+
+#: how ``mrbench run`` is given the end-of-run benchmarks' data
+EVAL_DATA_FLAG = "--schedule.eval_data_dir"
+
+
+def missing_data_line(missing: dict[str, str]) -> str:
+    """One line: which end-of-run benchmarks will not run for want of their data, and how to give it."""
+    names = ", ".join(missing)
+    first = next(iter(missing.values())).replace("--data-dir", EVAL_DATA_FLAG)
+    return (f"end-of-run benchmark(s) {names} will not run: no data for them here ({first}); give their data "
+            f"with {EVAL_DATA_FLAG} DIR (a dataset root, as mrbench eval's --data-dir), or choose others with "
+            f"--schedule.eval_benchmarks")
+
+
+def benchmark_sizes(benchmarks: dict[str, str | None], limit: int | None, max_new_tokens: int | None,
+                    missing: dict[str, str] | None = None) -> dict[str, tuple[int, int]]:
     """name -> (cases the end-of-run evaluation generates for, their token limit), counted from the
     benchmark's data where it loads (its cases are read, no model is); a benchmark whose data is
-    missing counts ``limit`` cases (0 without one)."""
+    missing counts 0 cases and goes into ``missing`` (name -> why)."""
     from evals.registry import make_evaluator
 
     out = {}
@@ -79,10 +107,19 @@ def benchmark_sizes(benchmarks: dict[str, str | None], limit: int | None,
         evaluator = make_evaluator(name)
         try:
             n = len(evaluator.cases(data_dir=data_dir))
-        except (FileNotFoundError, ValueError):
-            n = limit or 0
+        except (FileNotFoundError, ValueError) as exc:
+            n = 0
+            if missing is not None:
+                missing[name] = str(exc)
         out[name] = (min(n, limit) if limit is not None else n, max_new_tokens or evaluator.max_new_tokens)
     return out
+
+
+def missing_benchmark_data(benchmarks: dict[str, str | None]) -> dict[str, str]:
+    """The end-of-run benchmarks whose data does not load here: name -> why."""
+    missing: dict[str, str] = {}
+    benchmark_sizes(benchmarks, None, None, missing)
+    return missing
 
 
 def expected_line(cfg: Any, algorithm: Any, done: int, sizes: dict[str, tuple[int, int]],

@@ -16,6 +16,7 @@ from harness.loggers import open_loggers
 from harness.preflight import PreflightError, preflight
 from harness.records import RecordError, RunRecord, read_json
 from harness.resolved import resolved_task_options
+from harness.run_plan import EVAL_DATA_FLAG, missing_benchmark_data, missing_data_line
 
 #: a per-step list longer than this prints its first and last few values only
 LIST_SHOWN = 12
@@ -101,6 +102,9 @@ def end_of_run_eval(plan: Any, generate: Any, cfg: RunConfig) -> dict[str, Any]:
     s = cfg.schedule
     results = benchmark_results(plan.benchmarks, generate, limit=s.eval_limit, max_new_tokens=s.eval_max_new_tokens,
                                 verifier_timeout_s=cfg.task.verifier_timeout_s, max_minutes=s.eval_max_minutes)
+    for res in results.values():  # a benchmark without its data: the hint names the run's own setting
+        if isinstance(res, dict) and "error" in res:
+            res["error"] = str(res["error"]).replace("--data-dir", EVAL_DATA_FLAG)
     return {"benchmarks": results, "eval_limit": s.eval_limit, "eval_max_new_tokens": s.eval_max_new_tokens,
             "decoding": decoding_info(generate)}
 
@@ -148,6 +152,9 @@ def run(cfg: RunConfig) -> int:
         note = disk_full.note_previous(rec)
         if note:
             print(f"mrbench run: note: {note}", file=sys.stderr)
+        missing = missing_benchmark_data(plan.benchmarks)
+        if missing:  # said before training, not found out after it
+            print(f"mrbench run: warning: {missing_data_line(missing)}", file=sys.stderr)
         t0 = time.time()
         loggers = open_loggers(cfg, rec)  # --output.loggers: every metrics row, benchmarks at the end
         try:

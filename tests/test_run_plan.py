@@ -155,3 +155,74 @@ def test_list_names_the_models(capsys):
     assert "smollm2-135m" in models and "tiny-random[-SEED]" in models and "(tested)" in models
     assert "Qwen/Qwen2.5-1.5B-Instruct" in models and "toolcall-paper" in models
     assert "any hub id" in models and "local directory" in models
+
+
+def test_benchmarks_without_their_data_are_named_before_training(tmp_path, monkeypatch, capsys):
+    """A recipe's end-of-run benchmarks without their data (newcomer review 5, finding 2): the dry run
+    and the run say so in one line before any step, naming --schedule.eval_data_dir; the run's
+    "not run" line after training names it too, not mrbench eval's --data-dir."""
+    monkeypatch.setattr(dry_run_estimate, "measure_speed", fake_speed(1.0))
+    args = ["run", "--model", "tiny-random", "--algo", "gdpo", "--schedule.steps", "1", "--sampling.prompts_per_step",
+            "1", "--sampling.group_size", "2", "--sampling.max_new_tokens", "4", "--schedule.eval_benchmarks",
+            "[ifeval, ifollow-heldout]", "--schedule.eval_limit", "1", "--output.dir", str(tmp_path / "rec")]
+    assert cli.main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    warning = [line for line in out.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "end-of-run benchmark(s) ifeval will not run" in warning[0]
+    assert "--schedule.eval_data_dir DIR" in warning[0] and "--data-dir DIR with" not in warning[0]
+    assert "ifeval: 0 cases" not in out and "ifollow-heldout: 1 cases" in out
+    assert cli.main(args) == 0
+    captured = capsys.readouterr()
+    said = [line for line in captured.err.replace("\r", "\n").splitlines() if "will not run" in line]
+    assert len(said) == 1 and said[0].startswith("mrbench run: warning: end-of-run benchmark(s) ifeval")
+    assert captured.err.index("will not run") < captured.err.index("step")  # before the first step's bar
+    not_run = next(line for line in captured.out.splitlines() if "eval ifeval: not run" in line)
+    assert "--schedule.eval_data_dir" in not_run and "--data-dir" not in not_run.replace("eval_data_dir", "")
+
+
+def test_dry_run_of_a_finished_record_estimates_nothing(tmp_path, monkeypatch, capsys):
+    """A finished record is not rerun, so its dry run costs no evaluation (newcomer review 5)."""
+    import json
+
+    rec = tmp_path / "rec"
+    args = ["run", "--model", "tiny-random", "--schedule.steps", "1", "--output.dir", str(rec)]
+    assert cli.main([*args, "--dry-run"]) == 0
+    capsys.readouterr()
+    rec.mkdir()
+    cfg = resolve(None, [("model.name", "tiny-random"), ("schedule.steps", "1"), ("output.dir", str(rec))])
+    (rec / "config.json").write_text(cfg.to_json())
+    (rec / "provenance.json").write_text(json.dumps({"status": "finished"}))
+    monkeypatch.setattr(dry_run_estimate, "measure_speed", lambda *a: pytest.fail("measured for nothing"))
+    assert cli.main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "(finished: it would not be rerun)" in out and "expected time: none: a finished record is not rerun" in out
+    assert "of evaluation" not in out
+
+
+def test_a_sweep_dry_run_gives_an_expected_time(tmp_path, monkeypatch, capsys):
+    """``mrbench sweep --dry-run`` sums the cells that would run, as the run's dry run estimates each
+    (newcomer review 5); finished cells cost nothing."""
+    import yaml
+
+    from harness.sweep.estimate import sweep_estimate
+    from harness.sweep.grid import expand, load_grid
+
+    monkeypatch.setattr(dry_run_estimate, "measure_speed", fake_speed(1.0))
+    grid = tmp_path / "g.yaml"
+    grid.write_text(yaml.safe_dump({"root": str(tmp_path / "root"), "set": {"model.name": "smollm2-135m"},
+                                    "grid": {"seed": [0, 1], "algo.name": ["gdpo", "mrtpo"]}}))
+    assert cli.main(["sweep", str(grid), "--dry-run", "--jobs", "2"]) == 0
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("expected time:"))
+    assert "for the 4 cell(s) to run, one at a time" in line and "--jobs 2 runs 2 at a time" in line
+    cells = expand(load_grid(grid))
+
+    def minutes(text: str) -> float:
+        return float(re.search(r"about ([0-9.]+) min", text).group(1))
+
+    each = [minutes(sweep_estimate([cell], measure=fake_speed(1.0))) for cell in cells]
+    assert minutes(sweep_estimate(cells, measure=fake_speed(1.0))) == pytest.approx(sum(each), abs=0.2)
+    (tmp_path / "root" / cells[0].id).mkdir(parents=True)
+    (tmp_path / "root" / cells[0].id / "config.json").write_text(cells[0].cfg.to_json())
+    (tmp_path / "root" / cells[0].id / "provenance.json").write_text('{"status": "finished"}')
+    assert "for the 3 cell(s) to run" in sweep_estimate(cells, measure=fake_speed(1.0))

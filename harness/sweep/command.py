@@ -202,9 +202,12 @@ def cmd_sweep(opts: SweepOptions) -> int:
             return 2
     _reuse(opts, cells)
     if opts.dry_run:
+        from harness.sweep.estimate import sweep_estimate
+
         for cell in cells:
             print(f"{cell_state(cell).state:<11}  {cell.record_dir}")
         print(f"{len(cells)} cells under {spec.root}", file=sys.stderr)
+        print(sweep_estimate(cells, opts.jobs), file=sys.stderr)
         return 0
     return run_cells(spec, cells, opts)
 
@@ -247,10 +250,13 @@ def cmd_adaptive(spec: GridSpec, opts: SweepOptions) -> int:
     _reuse(opts, cells)
     if opts.dry_run:
         check_metric_benchmarks(settings.metrics, arms)  # a run checks the records' numbers after round 1
+        from harness.sweep.estimate import sweep_estimate
 
         for cell in cells:
             print(f"{cell_state(cell).state:<11}  {cell.record_dir}")
         print(f"{len(cells)} cells under {spec.root} at most ({len(first)} seeds per arm in the first round, "
               f"up to {settings.max_seeds})", file=sys.stderr)
+        first_round = [c for c in cells if c.kind == "base" or c.cfg.seed in first]
+        print(f"first round: {sweep_estimate(first_round, opts.jobs)}", file=sys.stderr)
         return 0
     return run_adaptive(spec, cells, settings, first, lambda todo: run_cells(spec, todo, opts))
