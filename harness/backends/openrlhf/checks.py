@@ -152,6 +152,24 @@ def dtype_refusals(cfg: Any) -> list[str]:
     return out
 
 
+def batch_fits(prompts: int, group: int, mini_batches: int, micro: int, actors: int) -> str:
+    """The nearest settings whose updates split into micro-batches on every actor: more prompts per
+    step, or a smaller micro-batch."""
+    def fits(p: int, m: int) -> bool:
+        return (p * group) % mini_batches == 0 and ((p * group) // mini_batches) % (m * actors) == 0
+
+    options = []
+    more = next((p for p in range(prompts + 1, prompts * micro * actors * mini_batches + 2) if fits(p, micro)), None)
+    if more is not None:
+        per_actor = more * group // mini_batches // actors
+        options.append(f"--sampling.prompts_per_step {more} ({more * group // mini_batches} samples per update, "
+                       f"{per_actor} per actor: {per_actor // micro} micro-batch(es) of {micro})")
+    smaller = next((m for m in range(micro - 1, 0, -1) if fits(prompts, m)), None)
+    if smaller is not None:
+        options.append(f"--optim.micro_batch_size {smaller}")
+    return "set " + ", or ".join(options) if options else "give each actor at least one micro-batch"
+
+
 def refusal(cfg: Any, algorithm: Any) -> str | None:
     """Why the run cannot start with these settings (see the module docstring), else None."""
     opts, s, o = cfg.backend.openrlhf, cfg.sampling, cfg.optim
@@ -187,7 +205,8 @@ def refusal(cfg: Any, algorithm: Any) -> str | None:
     per_update = train_batch_size(cfg)
     if per_update % (o.micro_batch_size * top.data_parallel):
         return (f"each update's {per_update} samples must split into micro-batches of optim.micro_batch_size="
-                f"{o.micro_batch_size} on each of the {top.data_parallel} data-parallel policy actor(s)")
+                f"{o.micro_batch_size} on each of the {top.data_parallel} data-parallel policy actor(s); "
+                + batch_fits(s.prompts_per_step, s.group_size, o.mini_batches, o.micro_batch_size, top.data_parallel))
     if opts.colocate and not opts.async_rollouts and top.actors != top.engines * top.engine_tp:
         return (f"backend.openrlhf.colocate puts one vLLM GPU on each policy actor's GPU: {top.actors} actor GPU(s) "
                 f"but {top.engines} engine(s) x {top.engine_tp} GPU(s); set vllm_engines to "
