@@ -37,3 +37,20 @@ def test_relative_links_resolve(doc):
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", doc.read_text()):
         if "://" not in target:
             assert (doc.parent / target).exists(), f"{doc.name} links to {target}, which does not exist"
+
+
+def test_logging_doc_opens_the_mlflow_store_of_the_record_its_mlflow_line_writes():
+    """docs/logging.md's ``mlflow ui`` line names the record of its ``--output.loggers mlflow`` line
+    (newcomer review 5, finding 11)."""
+    import shlex
+
+    from harness.config import resolve
+    from harness.records import record_dir_for
+
+    text = (ROOT / "docs" / "logging.md").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("mrbench run") and "--output.loggers mlflow" in x)
+    words = shlex.split(line, comments=True)[2:]
+    pairs = [(words[i].lstrip("-"), words[i + 1]) for i in range(0, len(words), 2)]
+    record = record_dir_for(resolve(None, pairs))
+    store = re.search(r"sqlite:///\$PWD/(\S+)", text).group(1)
+    assert store == f"{record.as_posix()}/mlflow.db"

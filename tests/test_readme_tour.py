@@ -215,3 +215,61 @@ def test_the_readme_tour_runs_with_the_embedded_model(tmp_path, monkeypatch):
     logged = tmp_path / "clone" / "results" / "ifollow" / "mrtpo" / "smollm2-135m" / "seed1"  # the logger example
     rows = [json.loads(line) for line in (logged / "metrics.jsonl").read_text().splitlines()]
     assert any(r["frac_groups_no_signal"] < 1 for r in rows)  # it has a learning signal
+
+
+def doc_block(doc: Path, heading: str) -> list[str]:
+    """The commands of the first bash block under ``heading`` in ``doc``, continuation lines joined."""
+    text = doc.read_text()
+    start = text.index(f"\n{heading}\n")
+    block = re.search(r"```bash\n(.*?)```", text[start:], flags=re.DOTALL).group(1)
+    joined = re.sub(r"\\\n\s*", " ", block)
+    return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def test_the_openrlhf_guides_one_node_command_passes_pre_flight(tmp_path, monkeypatch, capsys):
+    """docs/openrlhf.md's first command, as a dry run (no GPU here): pre-flight takes it as written
+    (newcomer review 5, finding 4: the default batch did not split over 8 actors)."""
+    from harness import cli
+
+    (command,) = doc_block(ROOT / "docs" / "openrlhf.md", "## One node")
+    words = shlex.split(command, comments=True)
+    assert words[:2] == ["mrbench", "run"] and "--backend.openrlhf.gpus_per_node" in words
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(words[1:] + ["--dry-run"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "policy actor rank 7" in out and "OpenRLHF command line" in out
+
+
+def test_a_guides_install_leaves_the_environment_as_setup_made_it(tmp_path):
+    """Every guide's first line (``pip install -e docs/examples``) installs the example plugin and
+    nothing else, so ``arch`` stays at setup.sh's 8.0.0 and ``rliable.library`` imports (newcomer
+    review 5, finding 6: the example's dependency on mrbench made pip downgrade arch). What pip would
+    do is asked with ``--dry-run`` (offline: ``--no-index``); the install itself goes into a folder of
+    its own, so that the shared environment is never changed by the test."""
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    guide = ROOT / "docs" / "adding-a-task.md"
+    line = next(x.strip() for x in guide.read_text().splitlines() if x.strip().startswith("pip install"))
+    words = shlex.split(line)
+    assert words == ["pip", "install", "-e", "docs/examples"], line
+    clone = tmp_path / "clone"
+    shutil.copytree(ROOT / "docs" / "examples", clone / "docs" / "examples")  # no build files in the checkout
+    offline = ["--no-index", "--no-build-isolation", "--quiet"]
+    report = tmp_path / "report.json"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--report", str(report), *offline,
+                    *words[2:]], cwd=clone, check=True, timeout=600)
+    assert [p["metadata"]["name"] for p in json.loads(report.read_text())["install"]] == ["mrbench-plugin-example"]
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--target", str(site), "--no-deps", *offline,
+                    "docs/examples"], cwd=clone, check=True, timeout=600)
+    check = ("import arch, rliable.library\n"
+             "from importlib.metadata import entry_points\n"
+             "print(arch.__version__, sorted(e.name for e in entry_points(group='mrbench.tasks')))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    arch_version, tasks = done.stdout.split(" ", 1)
+    assert arch_version == version("arch") and "'example-echo'" in tasks
