@@ -142,8 +142,11 @@ def match_warnings(result: MatchResult, n_cases: int) -> list[str]:
     """One line per kind of mismatch (empty when every case has exactly one prediction)."""
     out = []
     if result.missing:
-        out.append(f"{len(result.missing)} of {_count(n_cases, 'case')} had no prediction and "
-                   f"{'was' if len(result.missing) == 1 else 'were'} scored as wrong (first: {result.missing[0]!r})")
+        missing, cases = len(result.missing), "case" if n_cases == 1 else "cases"
+        were = "was" if missing == 1 else "were"
+        out.append(f"{len(result.responses):,} of {n_cases:,} {cases} predicted: the other {missing:,} had no "
+                   f"prediction and {were} scored as wrong (first: {result.missing[0]!r}); --categories and --limit "
+                   f"score only the cases a file predicts")
     if result.unmatched:
         out.append(f"{_count(result.unmatched_count, 'prediction')} matched no case (first: {result.unmatched[0]})")
     if result.repeated:

@@ -139,7 +139,8 @@ def test_a_later_prediction_replaces_an_earlier_one(tmp_path):
     result = _match(tmp_path, '{"id": 0, "response": "A"}\n{"id": "spider-dev-0", "response": "B"}\n', SQL_CASES)
     assert result.responses == {"spider-dev-0": "B"} and result.repeated == ["id 'spider-dev-0' (line 2)"]
     warnings = match_warnings(result, len(SQL_CASES))
-    assert warnings == ["2 of 3 cases had no prediction and were scored as wrong (first: 'spider-dev-1')",
+    assert warnings == [("1 of 3 cases predicted: the other 2 had no prediction and were scored as wrong (first: "
+                         "'spider-dev-1'); --categories and --limit score only the cases a file predicts"),
                         ("1 prediction repeated a case already predicted; the later one is used "
                          "(first: id 'spider-dev-0' (line 2))")]
 
@@ -187,7 +188,7 @@ def test_eval_reports_format_and_partial_matches(tmp_path, monkeypatch, capsys):
                      "--format", "jsonl"]) == 0
     out, err = capsys.readouterr()
     assert "predictions read as jsonl" in out
-    assert "warning: 1 of 2 cases had no prediction" in err and "1 prediction matched no case" in err
+    assert "warning: 1 of 2 cases predicted: the other 1 had no prediction" in err and "1 prediction matched no case" in err
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["predictions_format"] == "jsonl" and summary["accuracy"] == 0.5
     assert (summary["missing_predictions"], summary["unmatched_predictions"]) == (1, 1)
@@ -244,3 +245,12 @@ def test_score_counts_rewards_that_could_not_be_computed(tmp_path, capsys):
     data.write_text(json.dumps({**row, "db_id": "gone"}) + "\n")
     assert cli.main(argv) == 2
     assert "none of the 1 rows could be scored" in capsys.readouterr().err
+
+
+def test_a_file_that_predicts_a_few_of_many_cases_says_how_many_first():
+    """``eval bfcl-v4 --predictions`` on 8 of its 3,625 cases (newcomer review 5) says so up front."""
+    from evals.prediction_match import MatchResult
+
+    result = MatchResult(responses={f"c{i}": "x" for i in range(8)})
+    result.missing = [f"m{i}" for i in range(3617)]
+    assert match_warnings(result, 3625)[0].startswith("8 of 3,625 cases predicted: the other 3,617 had no prediction")
