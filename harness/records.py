@@ -429,5 +429,12 @@ def load_record(path: Path) -> dict[str, Any]:
     return out
 
 
+#: what only a run record holds beside its config.json (a model folder holds a config.json too)
+RECORD_FILES = ("provenance.json", "metrics.jsonl", "eval.json")
+
+
 def find_records(root: Path) -> list[Path]:
-    return sorted(p.parent for p in Path(root).rglob("config.json") if (p.parent / "provenance.json").exists())
+    """Every record under ``root``: a config.json beside a provenance.json, or beside the metrics or
+    evaluation of a record whose provenance.json is gone (which :func:`load_record` then names)."""
+    return sorted(p.parent for p in Path(root).rglob("config.json")
+                  if any((p.parent / name).exists() for name in RECORD_FILES))

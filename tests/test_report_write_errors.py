@@ -1,7 +1,8 @@
 """``mrbench report`` into a folder that refuses its files (reliability probe 5, D2 and D3: read-only,
 full) is one line naming the file, exit code 2; records left out are named on the console, not only
-in leaderboard.md (RP1). The refusals are simulated at the write layer (a read-only mount or a full
-device needs root): the figure writer and the text writer fail as they do there.
+in leaderboard.md, and a record whose provenance.json is gone is one of them (RP1). The refusals
+are simulated at the write layer (a read-only mount or a full device needs root): the figure
+writer and the text writer fail as they do there.
 """
 
 from __future__ import annotations
@@ -53,11 +54,14 @@ def test_a_text_file_the_folder_refuses_is_one_line(root, tmp_path, capsys, monk
 
 
 def test_records_left_out_are_named_on_the_console(root, tmp_path, capsys):
-    damaged = root / "damaged"
+    damaged, bare = root / "damaged", root / "no-provenance"
     shutil.copytree(root / "old-finished", damaged)
     (damaged / "provenance.json").write_text('{"status": "fin')
+    shutil.copytree(root / "old-finished", bare)
+    (bare / "provenance.json").unlink()
     assert cli.main(["report", "--root", str(root), "--out", str(tmp_path / "rep"), "--baseline", "mrtpo"]) == 0
     err = capsys.readouterr().err
     note = [line for line in err.splitlines() if "records or values left out" in line]
     assert len(note) == 1 and "leaderboard.md lists each under 'Records and values left out'" in note[0], err
-    assert "damaged" in (tmp_path / "rep" / "leaderboard.md").read_text()
+    board = (tmp_path / "rep" / "leaderboard.md").read_text().replace("\\_", "_")  # Markdown escapes
+    assert f"{damaged}: " in board and f"{bare / 'provenance.json'}: missing" in board
