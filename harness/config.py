@@ -69,8 +69,9 @@ class TaskConfig:
                                            "(null: all)", ge=1)
     options: dict[str, Any] = setting(factory=dict, help="task constructor keyword arguments "
                                                          "(--task.options.KEY VALUE)")
-    verifier_timeout_s: float = setting(5.0, help="per-response time budget of the task's verifiers, in seconds: "
-                                                  "past it every reward of that response gets its failure value "
+    verifier_timeout_s: float = setting(5.0, help="per-response time budget of the task's verifiers, in seconds "
+                                                  "of their CPU time (a wall-clock cap 4x longer for one that "
+                                                  "waits): past it every reward of that response gets its failure value "
                                                   "with the reason 'timeout' (counted as verifier_timeouts in "
                                                   "metrics.jsonl); 0: no limit")
 

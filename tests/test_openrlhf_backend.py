@@ -56,8 +56,8 @@ def _cfg(*overrides):
     ([("optim.mini_batches", "3")], "must divide the 16 samples"),
     ([("backend.openrlhf.gpus_per_node", "8")], "micro_batch_size=4 on each of the 8 data-parallel"),
     ([("backend.openrlhf.gpus_per_node", "8")],  # the refusal names the settings that fit (newcomer review 5)
-     r"set --sampling.prompts_per_step 4 \(32 samples per update, 4 per actor: 1 micro-batch\(es\) of 4\), "
-     r"or --optim.micro_batch_size 2"),
+     (r"set --sampling.prompts_per_step 4 \(32 samples per update, 4 per actor: 1 micro-batch\(es\) of 4\), "
+      r"or --optim.micro_batch_size 2")),
     ([("backend.openrlhf.gpus_per_node", "8"), ("sampling.prompts_per_step", "4")], None),
     ([("backend.openrlhf.gpus_per_node", "2"), ("backend.openrlhf.vllm_engines", "1")], "set vllm_engines to 2"),
     ([("backend.openrlhf.nodes", "2")], "needs a running Ray cluster"),
