@@ -26,6 +26,7 @@ parent's, for whatever the work prints).
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import pickle
 import select
@@ -207,17 +208,21 @@ class _Worker:
         self.proc.wait()
 
 
+def _pickled(target: Any) -> bytes:
+    try:
+        return pickle.dumps(target, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # whatever the object's pickling raises
+        raise TypeError(f"{type(target).__name__} cannot be copied into a worker process (pickle: {exc})") from exc
+
+
 class WorkerPool:
     """Up to ``size`` worker processes, each with a copy of ``target`` (pickled now), that run
     ``target.method(*args)`` within a time budget (see the module docstring). Thread-safe: a call
     takes an idle worker, or starts one while fewer than ``size`` exist, or waits for one (the
     wait is not counted in its budget)."""
 
-    def __init__(self, target: Any, size: int = 2):
-        try:
-            self._target = pickle.dumps(target, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # whatever the object's pickling raises
-            raise TypeError(f"{type(target).__name__} cannot be copied into a worker process (pickle: {exc})") from exc
+    def __init__(self, target: Any, size: int = 2, pickled: bytes | None = None):
+        self._target = pickled if pickled is not None else _pickled(target)
         self.size = max(1, size)
         self._idle: list[_Worker] = []
         self._count = 0
@@ -274,6 +279,10 @@ class WorkerPool:
         finally:
             self._give_back(worker, healthy and worker.alive)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -287,25 +296,42 @@ class WorkerPool:
 _POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 #: worker processes per pool of :func:`pool_for`: one can sit out a stalled call while another answers
 POOL_SIZE = 2
-_BY_OBJECT: dict[int, WorkerPool] = {}
-_BY_OBJECT_LOCK = threading.Lock()
+_KEY_OF: dict[int, str] = {}  # id(target) -> the digest of its pickled bytes
+_BY_KEY: dict[str, WorkerPool] = {}  # digest -> the pool of the live targets that pickle to those bytes
+_USERS: dict[str, int] = {}  # digest -> how many live targets use its pool
+_BY_OBJECT_LOCK = threading.RLock()  # a finalizer may run while this thread holds it
 
 
 def pool_for(target: Any) -> WorkerPool:
-    """The pool of copies of ``target``, made (and ``target`` pickled) at the first call for it;
-    closed when ``target`` is garbage-collected."""
-    key = id(target)
+    """The pool of copies of ``target``, made (and ``target`` pickled) at the first call for it; live
+    objects that pickle to the same bytes share one (a run's task and its end-of-run evaluation's
+    copy of it start one worker). Closed when the last of them is garbage-collected."""
     with _BY_OBJECT_LOCK:
-        pool = _BY_OBJECT.get(key)
-        if pool is None:
-            pool = _BY_OBJECT[key] = WorkerPool(target, POOL_SIZE)
-            weakref.finalize(target, _forget, key)
+        key = _KEY_OF.get(id(target))
+        pool = _BY_KEY.get(key) if key is not None else None
+        if pool is not None and not pool.closed:
+            return pool
+    data = _pickled(target)
+    digest = hashlib.sha256(data).hexdigest()
+    with _BY_OBJECT_LOCK:
+        if id(target) not in _KEY_OF:
+            _KEY_OF[id(target)] = digest
+            _USERS[digest] = _USERS.get(digest, 0) + 1
+            weakref.finalize(target, _forget, id(target), digest)
+        pool = _BY_KEY.get(digest)
+        if pool is None or pool.closed:
+            pool = _BY_KEY[digest] = WorkerPool(target, POOL_SIZE, pickled=data)
     return pool
 
 
-def _forget(key: int) -> None:
+def _forget(key: int, digest: str) -> None:
     with _BY_OBJECT_LOCK:
-        pool = _BY_OBJECT.pop(key, None)
+        _KEY_OF.pop(key, None)
+        _USERS[digest] = _USERS.get(digest, 1) - 1
+        if _USERS[digest] > 0:
+            return
+        del _USERS[digest]
+        pool = _BY_KEY.pop(digest, None)
     if pool is not None:
         pool.close()
 
