@@ -4,7 +4,7 @@ speed probe run once per thread count and precision), summed as if they ran one 
 
 Finished cells and cells another process runs cost nothing; an interrupted cell costs the steps
 after its checkpoint; a base-model cell costs its evaluation. Cells of another backend than the
-local one, or of a model whose size mrbench does not know, are counted apart (no estimate).
+local one, on a GPU, or of a model whose size mrbench does not know, are counted apart (no estimate).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def sweep_estimate(cells: list[Any], jobs: int | None = None, measure: Any = Non
         if state.state in (FINISHED, RUNNING):
             continue
         cfg = cell.cfg
-        if cfg.backend.name != "local":
+        if cfg.backend.name != "local" or (cfg.model.device != "cpu" and _cuda()):  # the probe is the CPU's
             unknown.append(cell.id)
             continue
         key = json.dumps({k: v for k, v in cfg.to_dict().items() if k not in ("seed", "output")}, sort_keys=True,
@@ -63,6 +63,14 @@ def sweep_estimate(cells: list[Any], jobs: int | None = None, measure: Any = Non
         parts.append(f"expected time: about {duration(seconds)} for the {counted} cell(s) to run, one at a time, "
                      f"at this machine's present speed ({next(iter(probes.values())).describe()}){at_once}")
     if unknown:
-        parts.append(f"no estimate for {len(unknown)} cell(s) (another backend, or a model of unknown size; first: "
-                     f"{unknown[0]})")
+        parts.append(f"no estimate for {len(unknown)} cell(s) (another backend, a GPU, or a model of unknown size; "
+                     f"first: {unknown[0]})")
     return "; ".join(parts)
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return False
+    return torch.cuda.is_available()
