@@ -1,14 +1,15 @@
 """A time budget that holds in any thread: the work runs in a worker process, which is killed when
 its time is up.
 
-:func:`mrbench_core.time_budget.time_limit` interrupts the work with SIGALRM, which Python
-delivers to the main thread only, and a thread cannot be stopped from outside (a regular
-expression that backtracks for minutes holds its thread until it returns). Off the main thread
-(the openrlhf backend scores in the vLLM engines' worker threads), :class:`WorkerPool` runs the
-calls on a copy of a target object in child processes instead: each call may use ``seconds`` of
-the child's CPU time (its own clock, read from ``/proc``: a verdict does not depend on how busy the
-machine is) and :func:`~mrbench_core.time_budget.wall_cap` of wall-clock time (a call that waits
-without computing); past either the child is killed (SIGKILL, with every process it started: it
+:func:`mrbench_core.time_budget.time_limit` interrupts the work with a signal, which Python
+delivers to the main thread only, between bytecodes: a thread cannot be stopped from outside, and
+neither can one C call that runs for minutes, nor the processes the work started. So
+:class:`WorkerPool` runs the calls on a copy of a target object in child processes instead, from
+any thread (:mod:`tasks.verifier_budget` scores every task that pickles this way, in the openrlhf
+backend's vLLM worker threads and on the local backend's main thread alike): each call may use
+``seconds`` of the child's CPU time (its own clock, read from ``/proc``: a verdict does not depend
+on how busy the machine is) and :func:`~mrbench_core.time_budget.wall_cap` of wall-clock time (a
+call that waits without computing); past either the child is killed (SIGKILL, with every process it started: it
 leads its own process group), reaped, and replaced at the next call, and the call raises
 :class:`~mrbench_core.time_budget.TimeBudgetExceeded`. Where the child's CPU clock cannot be read
 (no ``/proc``) the budget is ``seconds`` of wall-clock time. A child that dies during a call (an

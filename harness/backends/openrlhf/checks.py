@@ -231,7 +231,7 @@ def refusal(cfg: Any, algorithm: Any) -> str | None:
 def unpicklable_task(cfg: Any) -> str | None:
     """The agent scores in vLLM's worker threads, where the verifier budget holds only by scoring
     on a copy of the task in a worker process (:meth:`tasks.base.Task.score_within`): a task that
-    does not pickle would fail there, at the first response, so it is refused here."""
+    does not pickle would be scored there without any budget, so it is refused here."""
     if not cfg.task.verifier_timeout_s:
         return None
     import pickle
