@@ -223,12 +223,9 @@ class Task(ABC):
 
     def timeout_verdicts(self, example: Example, seconds: float | None) -> list[Verdict]:
         """Every reward at the low end of its declared range (0.0 when undeclared), reason ``timeout``."""
-        out = []
-        for name in example.reward_names:
-            span = self.reward_range(name)
-            out.append(Verdict(reward=name, value=float(span[0]) if span else 0.0, reason=TIMEOUT_REASON,
-                               detail={"timeout_s": seconds}))
-        return out
+        from tasks.verifier_budget import failure_verdicts
+
+        return failure_verdicts(self, example, TIMEOUT_REASON, {"timeout_s": seconds})
 
     # -- replay contexts ------------------------------------------------------------------
     def replay_contexts(self, example: Example, verdicts: Sequence[Verdict],
