@@ -27,6 +27,7 @@ Exit status 1 when the equality check fails.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from algorithms import get_algorithm
 from harness.backends.rollout import rollouts_for
 from harness.backends.update import PolicyUpdate
-from harness.config import RunConfig
+from harness.config import ReplayConfig, RunConfig
 from harness.models import byte_tokenizer, chat_prompt_ids, eos_ids, load_model
 from harness.replay import ReplayEngine, ReplayJob, full_context_hidden, full_logits_js
 from harness.replay_builders import ReplayResult, leave_one_out
@@ -84,7 +85,7 @@ def check_equality(model, tok, task, rollouts, rewards, dtype, max_jobs: int) ->
     if not pairs:
         print("equality: no replayable pair in the batch (no verifier blocks); nothing compared")
         return False
-    engine = ReplayEngine(model, 8, 128, True, tok.pad_token_id)
+    engine = ReplayEngine.from_config(model, ReplayConfig(), tok.pad_token_id)
     hidden = engine.run([job for pair in pairs for job in pair])
     dq, dh, qs = 0.0, 0.0, []
     for a, b in pairs:
@@ -182,9 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     update = PolicyUpdate(model, cfg.optim, cfg.sampling.temperature, tok.pad_token_id, device)
     update.optimizer = torch.optim.SGD(update.params, lr=0.0)  # the update's cost, the weights left as they are
     gdpo, mrtpo = get_algorithm("gdpo"), get_algorithm("mrtpo", warmup_steps=0)
-    engine = ReplayEngine(model, cfg.backend.local.replay_batch_size, cfg.backend.local.replay_chunk_size, True,
-                          tok.pad_token_id, temperature=cfg.sampling.temperature,
-                          exact_batches=cfg.backend.local.replay_batching == "exact")
+    engine = ReplayEngine.from_config(model, dataclasses.replace(cfg.replay, share_prefix=True), tok.pad_token_id,
+                                      cfg.sampling.temperature, exact_batches=cfg.backend.local.replay_batching == "exact")
 
     def step(algo, replay: bool) -> float:
         model.eval()

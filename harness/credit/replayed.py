@@ -94,17 +94,16 @@ def sampled_rollouts(model: Any, tokenizer: Any, eos: Sequence[int], examples: S
 
 
 def replay_engine(model: Any, pad_id: int, temperature: float) -> ReplayEngine:
-    """A replay engine set as training sets it with the default ``backend.local`` options (batch and
-    chunk sizes, prefix sharing, replay batching and LM head), so the relevance is the one MRTPO
-    would compute for these responses."""
+    """A replay engine set as training sets it with the default ``replay`` section (batch and chunk
+    sizes, prefix sharing) and ``backend.local`` options (replay batching and LM head), so the
+    relevance is the one MRTPO would compute for these responses."""
     from harness.backends.local_engine import exact_replay_batches, replay_head_float32
-    from harness.config import LocalBackendConfig
+    from harness.config import LocalBackendConfig, ReplayConfig
 
     opts = LocalBackendConfig()
-    device = next(model.parameters()).device
-    return ReplayEngine(model, opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix, pad_id,
-                        temperature=temperature, head_float32=replay_head_float32(opts.replay_head, model.dtype),
-                        exact_batches=exact_replay_batches(opts.replay_batching, device))
+    return ReplayEngine.from_config(model, ReplayConfig(), pad_id, temperature,
+                                    head_float32=replay_head_float32(opts.replay_head, model.dtype),
+                                    exact_batches=exact_replay_batches(opts.replay_batching))
 
 
 def score(task: Any, rollouts: Sequence[Rollout]) -> None:

@@ -78,6 +78,7 @@ class OpenRLHFBackend(Backend):
         "model.lora_dropout", "model.gradient_checkpointing", "model.cache_dir",
         "backend.openrlhf", "backend.local.generator", "backend.local.vllm_gpu_memory_utilization",
         "backend.local.rollout_attention", "backend.local.threads",  # the end-of-run evaluation's generator
+        "replay",  # on the policy actors
         "sampling.group_size", "sampling.temperature", "sampling.top_p", "sampling.top_k", "sampling.max_new_tokens",
         "optim.lr", "optim.betas", "optim.weight_decay", "optim.grad_clip", "optim.micro_batch_size",
         "optim.mini_batches", "optim.clip_low", "optim.clip_high", "optim.kl_coef", "optim.entropy_coef",

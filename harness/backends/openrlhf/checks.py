@@ -121,8 +121,8 @@ NOT_HONOURED = {
     "output.save_merged": "the openrlhf backend copies OpenRLHF's saved model or LoRA adapter, unmerged",
     "schedule.stop_without_signal": "it stops the local backend's loop; OpenRLHF's trainer runs its planned steps "
                                     "(the no-signal warning and summary come at the end of the run)",
-    "backend.local": "the local backend's replay; the policy actors replay with backend.openrlhf.replay_batch_size, "
-                     "replay_chunk_size and share_prefix",
+    "backend.local": "the local backend's own sampling and replay options; the policy actors replay as the replay.* "
+                     "section says",
     "backend.options": "a plugin backend's options",
 }
 

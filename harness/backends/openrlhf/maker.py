@@ -28,7 +28,7 @@ import torch
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 
 from harness.backends.openrlhf.cell import CellSpec
-from harness.backends.openrlhf.shards import ReplaySettings, ShardResult, make_shards, merge_shards
+from harness.backends.openrlhf.shards import ShardResult, make_shards, merge_shards
 from harness.backends.openrlhf.step import rollouts_from_samples, write_advantages
 from harness.replay_builders import ReplayResult
 from harness.training.engine import StepPlan
@@ -60,11 +60,9 @@ class MRExperienceMaker(RemoteExperienceMaker):
     def replay(self, plan: StepPlan, rollouts: Sequence[Any], rewards: torch.Tensor, group_ids: torch.Tensor,
                T: int) -> ReplayResult:
         """The replay's forward passes, one shard of whole groups per policy actor."""
-        opts = self.mr_cfg.backend.openrlhf
-        settings = ReplaySettings(opts.replay_batch_size, opts.replay_chunk_size, opts.share_prefix,
-                                  self.mr_cfg.sampling.temperature)
-        shards = make_shards(plan.request.value, self.mr_cfg.task.name, dict(self.mr_cfg.task.options), settings,
-                             list(rollouts), rewards, group_ids, T, self._effective_actors())
+        cfg = self.mr_cfg
+        shards = make_shards(plan.request.value, cfg.task.name, dict(cfg.task.options), cfg.replay,
+                             cfg.sampling.temperature, list(rollouts), rewards, group_ids, T, self._effective_actors())
         refs = self.actor_model_group.async_run_method_batch(method_name="mr_replay", shard=shards)
         duplicate = self.args.ds.ring_attn_size * self.args.ds.tensor_parallel_size
         results: list[ShardResult] = [r for chunk in ray.get(refs)[::duplicate] for r in chunk]

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from harness.config import ReplayConfig
 from harness.replay_builders import ReplayResult
 
 
@@ -42,23 +43,14 @@ def plan_shards(costs: Sequence[float], n: int) -> list[list[int]]:
 
 
 @dataclass
-class ReplaySettings:
-    """How each actor replays (``backend.openrlhf.replay_*``, ``share_prefix``; the rollout temperature)."""
-
-    batch_size: int = 8
-    chunk_size: int = 128
-    share_prefix: bool = True
-    temperature: float = 1.0
-
-
-@dataclass
 class ReplayShard:
     """One actor's part of the replay: whole groups of the step's batch."""
 
     request: str
     task: str
     task_options: dict[str, Any]
-    settings: ReplaySettings
+    replay: ReplayConfig  # the run's replay section
+    temperature: float  # the rollout temperature
     rows: list[int]  # the batch rows (sample indices) of this shard, in batch order
     rollouts: list[Any]  # harness.training.batch.Rollout of those rows (no hidden states)
     rewards: Tensor  # [len(rows), K]
@@ -92,7 +84,7 @@ def group_costs(rollouts: Sequence[Any], rewards: Tensor, group_ids: Tensor) -> 
     return out
 
 
-def make_shards(request: str, task: str, task_options: dict[str, Any], settings: ReplaySettings,
+def make_shards(request: str, task: str, task_options: dict[str, Any], replay: ReplayConfig, temperature: float,
                 rollouts: Sequence[Any], rewards: Tensor, group_ids: Tensor, T: int, n: int) -> list[ReplayShard]:
     """``n`` shards of whole groups (see :func:`plan_shards`)."""
     costs = group_costs(rollouts, rewards, group_ids)
@@ -101,7 +93,7 @@ def make_shards(request: str, task: str, task_options: dict[str, Any], settings:
     for chosen in plan_shards([costs[g] for g in groups], n):
         members = {groups[i] for i in chosen}
         rows = [j for j in range(len(rollouts)) if int(group_ids[j]) in members]
-        out.append(ReplayShard(request, task, task_options, settings, rows, [rollouts[j] for j in rows],
+        out.append(ReplayShard(request, task, task_options, replay, temperature, rows, [rollouts[j] for j in rows],
                                rewards[rows], group_ids[rows], T))
     return out
 
@@ -132,8 +124,7 @@ def run_shard(shard: ReplayShard, model: Any, tokenizer: Any, pad_id: int) -> Sh
     t0 = time.time()
     if not shard.rows:
         return ShardResult(rows=[])
-    s = shard.settings
-    engine = ReplayEngine(model, s.batch_size, s.chunk_size, s.share_prefix, pad_id, temperature=s.temperature)
+    engine = ReplayEngine.from_config(model, shard.replay, pad_id, shard.temperature)
     with torch.no_grad():
         rep = replay_for(shard.request, engine, cached_task(shard.task, shard.task_options), tokenizer, shard.rollouts,
                          shard.rewards, shard.group_ids, shard.T)
