@@ -11,11 +11,19 @@ backend's vLLM worker threads and on the local backend's main thread alike): eac
 on how busy the machine is) and :func:`~mrbench_core.time_budget.wall_cap` of wall-clock time (a
 call that waits without computing); past either the child is killed (SIGKILL, with every process it started: it
 leads its own process group), reaped, and replaced at the next call, and the call raises
-:class:`~mrbench_core.time_budget.TimeBudgetExceeded`. Where the child's CPU clock cannot be read
-(no ``/proc``) the budget is ``seconds`` of wall-clock time. A child that dies during a call (an
-exit, an out-of-memory kill) raises :class:`WorkerDied`. Nothing is left running: a pool's
+:class:`WorkerOverran` (a :class:`~mrbench_core.time_budget.TimeBudgetExceeded`). Where the child's
+CPU clock cannot be read (no ``/proc``), or the caller asks for it (``wall_clock``), the budget is
+``seconds`` of wall-clock time. A child that dies during a call (an exit, an out-of-memory kill)
+raises :class:`WorkerDied`; a call interrupted while it waits (an alarm or Ctrl-C in the parent)
+kills its child, so that no answer is read as another call's. Nothing is left running: a pool's
 children exit when its pipes close (the parent ending, :meth:`WorkerPool.close`, or interpreter
 exit), and closing a worker also kills what its calls started and left running.
+
+It is mrbench's one kill-on-overrun protocol: the verifier budget of a response scored off the main
+thread (:meth:`tasks.base.Task.score_within`) and text2sql's hard stop of a query stuck inside one
+SQLite call (:mod:`tasks.text2sql.worker`, on wall-clock time) both run on it. Work running inside
+a worker can ask :func:`in_worker`: it is already in a process that is killed past its budget, and
+starts none of its own.
 
 A child is a fresh interpreter (``python -m mrbench_core.budget_worker``, the parent's
 ``sys.path`` and environment): no fork of a process holding threads, GPU contexts or locks. It gets
@@ -47,8 +55,21 @@ START_TIMEOUT_S = 120.0
 _HEADER = struct.Struct("<Q")
 
 
+#: set in a worker process's environment (:func:`in_worker`)
+IN_WORKER_ENV = "MRBENCH_BUDGET_WORKER"
+
+
 class WorkerError(RuntimeError):
     """A worker process could not start, or ended without answering."""
+
+
+class WorkerOverran(TimeBudgetExceeded):
+    """A call ran past its budget in a worker process; the worker was killed."""
+
+
+def in_worker() -> bool:
+    """Whether this process is a pool's worker (it is killed past its call's budget)."""
+    return os.environ.get(IN_WORKER_ENV) == "1"
 
 
 class WorkerDied(WorkerError):
@@ -113,7 +134,7 @@ class _Worker:
     def __init__(self, target_bytes: bytes):
         down_r, self._down = os.pipe()  # parent -> child
         self._up, up_w = os.pipe()  # child -> parent
-        try:  # its own process group: a kill also ends what the work started (text2sql's SQL worker)
+        try:  # its own process group: a kill also ends whatever the work started
             self.proc = subprocess.Popen([sys.executable, "-m", __name__, str(down_r), str(up_w)],
                                          pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL,
                                          start_new_session=True)
@@ -135,17 +156,20 @@ class _Worker:
             raise WorkerError(f"the scoring worker process did not start (exit code {self.proc.returncode})"
                               + (f": {why}" if why else ""))
 
-    def call(self, method: str, args: tuple, seconds: float) -> Any:
+    def call(self, method: str, args: tuple, seconds: float, wall_clock: bool = False) -> Any:
         try:
             _write(self._down, (method, args))
-            answered, reply = self._answer(seconds)
+            answered, reply = _read(self._up, time.monotonic() + seconds) if wall_clock else self._answer(seconds)
         except (EOFError, OSError) as exc:
             self.kill()
             raise WorkerDied(f"the worker process ended during {method}() (exit code {self.proc.returncode})",
                              self.proc.returncode) from exc
+        except BaseException:  # interrupted while it waits: its answer must not be read as the next call's
+            self.kill()
+            raise
         if not answered:
             self.kill()
-            raise TimeBudgetExceeded(f"past its time budget of {seconds:g} s")
+            raise WorkerOverran(f"past its time budget of {seconds:g} s")
         kind, value = reply
         if kind == "error":
             raise value
@@ -263,13 +287,13 @@ class WorkerPool:
                 self._count -= 1
             self._cond.notify()
 
-    def call(self, method: str, args: tuple, seconds: float) -> Any:
-        """``target.method(*args)`` in a worker within ``seconds``; raises
-        :class:`~mrbench_core.time_budget.TimeBudgetExceeded` past it (the worker is killed)."""
+    def call(self, method: str, args: tuple, seconds: float, wall_clock: bool = False) -> Any:
+        """``target.method(*args)`` in a worker within ``seconds`` of its CPU time (of wall-clock time
+        with ``wall_clock``); raises :class:`WorkerOverran` past it (the worker is killed)."""
         worker = self._take()
         healthy = False
         try:
-            result = worker.call(method, args, seconds)
+            result = worker.call(method, args, seconds, wall_clock)
             healthy = True
             return result
         except (TimeBudgetExceeded, WorkerError):
@@ -349,6 +373,7 @@ def _serve(down: int, up: int) -> None:
     until the parent closes the pipe. Ctrl-C reaches the whole terminal's process group: the
     parent decides, the worker ignores it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ[IN_WORKER_ENV] = "1"
     try:
         _, init = _read(down)
         sys.path[:] = init["path"]

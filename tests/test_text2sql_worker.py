@@ -79,14 +79,34 @@ def test_results_equal_the_in_process_sandbox(db, sql):
 def test_a_dead_or_closed_child_is_replaced(db):
     sandbox = WorkerSandbox(LIMITS)
     assert sandbox.run(str(db), "SELECT 1").rows == [(1,)]
-    assert sandbox._proc is not None
-    sandbox._proc.kill()
-    sandbox._proc.wait()
+    (worker,) = sandbox._pool._idle  # its one worker process (mrbench_core.budget_worker)
+    worker.proc.kill()
+    worker.proc.wait()
     assert sandbox.run(str(db), "SELECT 2").rows == [(2,)]
     sandbox.close()
-    assert sandbox._proc is None
+    assert sandbox._pool is None and worker.proc.poll() is not None
     assert sandbox.run(str(db), "SELECT 3").rows == [(3,)]
     sandbox.close()
+
+
+def test_inside_a_scoring_worker_queries_run_in_that_process(db, monkeypatch):
+    """No worker inside a worker: a task scored in a budget worker (off the main thread) runs its
+    queries there, the worker itself being killed past the response's budget."""
+    from mrbench_core.budget_worker import IN_WORKER_ENV, WorkerPool
+
+    monkeypatch.setenv(IN_WORKER_ENV, "1")
+    sandbox = WorkerSandbox(LIMITS)
+    assert sandbox.run(str(db), "SELECT name FROM emp WHERE id = 2").rows == [("Bob",)]
+    assert sandbox._pool is None  # no worker started
+    monkeypatch.delenv(IN_WORKER_ENV)
+    pool = WorkerPool(WorkerSandbox(LIMITS), size=1)  # the budget worker's copy of the sandbox
+    try:
+        assert pool.call("run", (str(db), "SELECT count(*) FROM emp"), 30).rows == [(5,)]
+        (worker,) = pool._idle
+        pid = worker.proc.pid
+        assert open(f"/proc/{pid}/task/{pid}/children").read().split() == []  # it started no process of its own
+    finally:
+        pool.close()
 
 
 def test_the_task_and_the_evaluators_use_the_hard_stop(db):

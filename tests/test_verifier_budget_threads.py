@@ -164,7 +164,7 @@ def test_a_text2sql_task_copies_into_a_worker_without_its_processes_or_locks():
 
     task = make_task("text2sql")
     copy = pickle.loads(pickle.dumps(task))
-    assert copy.sandbox._proc is None and copy.sandbox.limits == task.sandbox.limits
+    assert copy.sandbox._pool is None and copy.sandbox.limits == task.sandbox.limits
     assert copy.reference_cache._lock is not task.reference_cache._lock
 
 
@@ -206,7 +206,7 @@ def test_ifollow_warms_up_the_tokenizers_and_language_profiles_its_checks_load()
 
 
 class SpawningTask(StallingTask):
-    """Its verifier starts a process of its own (as text2sql's SQL worker does), then stalls."""
+    """Its verifier starts a process of its own, then stalls."""
 
     def __init__(self, pid_file):
         self.pid_file = str(pid_file)

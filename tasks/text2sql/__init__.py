@@ -8,7 +8,7 @@ Modules, in the order a training step uses them:
 - :mod:`~tasks.text2sql.task` -- :class:`~tasks.text2sql.task.Text2SQLTask` (the ``text2sql`` task);
 - :mod:`~tasks.text2sql.extract` -- the format check and reading SQL out of a response;
 - :mod:`~tasks.text2sql.sandbox` -- read-only, time/row/byte-limited query execution;
-- :mod:`~tasks.text2sql.worker` -- the same in a child process, killed when a query overruns;
+- :mod:`~tasks.text2sql.worker` -- the same in a worker process (mrbench_core.budget_worker), killed when a query overruns;
 - :mod:`~tasks.text2sql.sqltext` -- statements and clause spans (sqlglot), text rules of Spider's execution match;
 - :mod:`~tasks.text2sql.match` -- result equality (Spider test-suite and BIRD semantics);
 - :mod:`~tasks.text2sql.verify` -- the three verifiers and the reference-result cache.

@@ -13,7 +13,7 @@ Every query runs on a connection that is, at once:
 5. stopped by a progress handler when it runs past ``timeout_s`` (checked every
    ``progress_steps`` virtual-machine instructions, so the limit holds inside long sorts, cross
    joins and recursive CTEs as well as while fetching; not inside one long function call, which
-   :class:`tasks.text2sql.worker.WorkerSandbox` stops by killing its child process);
+   :class:`tasks.text2sql.worker.WorkerSandbox` stops by killing its worker process);
 6. refused before it reaches SQLite unless its first keyword is SELECT, WITH or VALUES
    (statements such as REINDEX or EXPLAIN that pass the authorizer without reading anything);
 7. fetched in batches with a cap on rows (``max_rows``) and on the approximate bytes held
