@@ -204,17 +204,12 @@ def tail(path: Path, lines: int = 8) -> str:
 def offline_tokenizer(folder: Path | None = TOKENIZER_DIR) -> tuple[Any, str]:
     """(tokenizer, what it is): the carried folder's, else harness's byte tokenizer; with a pad token,
     a chat template and left padding, as :func:`harness.models.load_model` sets them."""
-    from harness.models import CHATML_TEMPLATE, byte_tokenizer
+    from harness.models import byte_tokenizer, prepare_tokenizer
 
     if folder is not None and (Path(folder) / "tokenizer.json").is_file():
         from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(str(folder))
-        if tok.pad_token is None:
-            tok.pad_token = tok.eos_token
-        if getattr(tok, "chat_template", None) is None:
-            tok.chat_template = CHATML_TEMPLATE
-        tok.padding_side = "left"
+        tok = prepare_tokenizer(AutoTokenizer.from_pretrained(str(folder)), padding_side="left")
         return tok, f"{Path(folder).name} ({len(tok)} tokens)"
     return byte_tokenizer(), "byte tokenizer (259 tokens; prompts about 4x longer than a BPE's)"
 

@@ -215,9 +215,7 @@ def byte_tokenizer() -> Any:
     core.decoder = decoders.ByteLevel()
     tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                   additional_special_tokens=["<|im_start|>"])
-    tok.chat_template = CHATML_TEMPLATE
-    tok.padding_side = "left"
-    return tok
+    return prepare_tokenizer(tok, padding_side="left")
 
 
 def tiny_model(seed: int = 0, hidden_size: int = 64, layers: int = 2) -> LoadedModel:
@@ -324,13 +322,23 @@ def load_model(name: str, dtype: str | torch.dtype = "float32", device: str | to
     except (OSError, ValueError) as exc:
         raise ModelError(f"cannot load model {name!r} from {source!r}: {exc}. Give a hub id, a local "
                          f"directory, {EMBEDDED_SMOLLM2!r} or {TINY_PREFIX!r}") from exc
+    prepare_tokenizer(tokenizer, padding_side="left")
+    model.to(device).eval()
+    return LoadedModel(model, tokenizer, name, source, time.time() - t0)
+
+
+def prepare_tokenizer(tokenizer: Any, padding_side: str | None = None) -> Any:
+    """``tokenizer`` as the harness uses it, wherever it was loaded (here, by OpenRLHF, in a vLLM
+    engine): a pad token (the end-of-sequence token when it has none) and a chat template (ChatML
+    when it has none); ``padding_side`` set when given (``left``: what batched generation needs).
+    Returns it."""
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if getattr(tokenizer, "chat_template", None) is None:
         tokenizer.chat_template = CHATML_TEMPLATE
-    tokenizer.padding_side = "left"
-    model.to(device).eval()
-    return LoadedModel(model, tokenizer, name, source, time.time() - t0)
+    if padding_side is not None:
+        tokenizer.padding_side = padding_side
+    return tokenizer
 
 
 def model_config(name: str, cache_dir: str | None = None) -> Any | None:

@@ -24,7 +24,7 @@ from openrlhf.utils.agent import AgentExecutorBase
 from harness.backends.openrlhf.labels import decode_label, encode_label, scalar_reward
 from harness.backends.openrlhf.shards import cached_task
 from harness.backends.vllm_rollout import completion_ids
-from harness.models import CHATML_TEMPLATE, chat_prompt_ids
+from harness.models import chat_prompt_ids, prepare_tokenizer
 from harness.training.batch import decode_response
 from harness.training.step import score_response
 
@@ -34,9 +34,7 @@ class MRAgentExecutor(AgentExecutorBase):
 
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
         payload = decode_label(label)
-        if getattr(hf_tokenizer, "chat_template", None) is None:
-            hf_tokenizer.chat_template = CHATML_TEMPLATE
-        ids = chat_prompt_ids(hf_tokenizer, payload.example.messages)
+        ids = chat_prompt_ids(prepare_tokenizer(hf_tokenizer), payload.example.messages)
         params = deepcopy(sampling_params)
         params.max_tokens = payload.max_new_tokens
         params.stop_token_ids = list(payload.stop)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.openrlhf.labels import Label, encode_label
-from harness.models import CHATML_TEMPLATE, EMBEDDED_SMOLLM2, cache_root, smollm2_checkpoint
+from harness.models import EMBEDDED_SMOLLM2, cache_root, prepare_tokenizer, smollm2_checkpoint
 from harness.training.data_order import examples_at
 from mrbench_core.jsonio import atomic_write_text
 
@@ -31,15 +31,10 @@ def model_source(cfg: Any, convert: bool = True) -> str:
 
 
 def load_tokenizer(source: str) -> Any:
-    """The policy's tokenizer as the harness uses it (a pad token; ChatML where it has no template)."""
+    """The policy's tokenizer as the harness uses it (:func:`harness.models.prepare_tokenizer`)."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if getattr(tokenizer, "chat_template", None) is None:
-        tokenizer.chat_template = CHATML_TEMPLATE
-    return tokenizer
+    return prepare_tokenizer(AutoTokenizer.from_pretrained(source))
 
 
 def stop_ids(tokenizer: Any, source: str) -> list[int]:

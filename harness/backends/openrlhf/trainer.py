@@ -32,7 +32,7 @@ from harness.backends.openrlhf.cell import current_cell
 from harness.backends.openrlhf.launch import acknowledge_stop, stop_requested
 from harness.backends.openrlhf.maker import MRExperienceMaker
 from harness.backends.openrlhf.shards import ReplayShard, ShardResult, run_shard
-from harness.models import CHATML_TEMPLATE
+from harness.models import prepare_tokenizer
 
 _ActorBase: Any = getattr(PolicyModelActor, "__ray_actor_class__", PolicyModelActor)
 _TrainerBase: Any = getattr(PPOTrainer, "__ray_actor_class__", PPOTrainer)
@@ -60,13 +60,10 @@ class MRPolicyActorImpl(_ActorBase):
         return out
 
     def mr_replay(self, shard: ReplayShard) -> ShardResult:
-        tokenizer = self.tokenizer
-        if getattr(tokenizer, "chat_template", None) is None:
-            tokenizer.chat_template = CHATML_TEMPLATE
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        tokenizer = prepare_tokenizer(self.tokenizer)
         self.actor.eval()
         try:
-            return run_shard(shard, unwrapped_model(self.actor), tokenizer, int(pad))
+            return run_shard(shard, unwrapped_model(self.actor), tokenizer, int(tokenizer.pad_token_id))
         finally:
             self.actor.train()
 
