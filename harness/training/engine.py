@@ -7,13 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from harness.replay_builders import ReplayResult
+from harness.training.batch import Rollout
 from harness.training.step_metrics import UpdateStats
 from mrbench_core.replay_kinds import ReplayRequest
+
+if TYPE_CHECKING:
+    from algorithms.base import Algorithm
+    from harness.records import RunRecord
+    from tasks.base import Example
 
 
 @dataclass(frozen=True)
@@ -47,25 +53,25 @@ class Engine(Protocol):
     """The operations a backend supplies to the :class:`~harness.training.step.Step` (engine
     operations only; the order, the scoring, the batch, the advantages and every log are the step's)."""
 
-    def sample(self, examples: Sequence[Any], plan: StepPlan, seed: int) -> list[Any]:
+    def sample(self, examples: Sequence[Example], plan: StepPlan, seed: int) -> list[Rollout]:
         """G (``sampling.group_size``) unscored :class:`~harness.training.batch.Rollout` s per
         example with the old policy, group ``g`` for ``examples[g]``; ``seed``: the step's seed."""
 
-    def replay(self, plan: StepPlan, rollouts: Sequence[Any], rewards: torch.Tensor, group_ids: torch.Tensor,
+    def replay(self, plan: StepPlan, rollouts: Sequence[Rollout], rewards: torch.Tensor, group_ids: torch.Tensor,
                T: int) -> ReplayResult:
         """The replay's forward passes, where the old policy (or OPSD's teacher) lives: the builder
         of ``plan.request`` (:func:`harness.replay_builders.replay_for`) on the engine's models.
         Only asked when the plan replays and the kind needs a model."""
 
-    def update(self, rollouts: Sequence[Any], adv: torch.Tensor, T: int, algorithm: Any,
-               teacher_hidden: Any = None) -> UpdateStats:
+    def update(self, rollouts: Sequence[Rollout], adv: torch.Tensor, T: int, algorithm: Algorithm,
+               teacher_hidden: torch.Tensor | None = None) -> UpdateStats:
         """One step's policy update from the token advantages ``adv [B, T]``."""
 
     def sync(self) -> None:
         """Make the sampler's weights the updated policy's."""
 
-    def save(self, record: Any, step: int, position: int) -> None:
+    def save(self, record: RunRecord, step: int, position: int) -> None:
         """Checkpoint after ``step`` steps, with the data position."""
 
-    def load(self, record: Any) -> tuple[int, int] | None:
+    def load(self, record: RunRecord) -> tuple[int, int] | None:
         """Resume from the record's checkpoint: (steps done, data position), or None (fresh)."""

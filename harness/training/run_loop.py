@@ -24,7 +24,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.no_signal import SignalWatch
 from harness.run_estimate import RunClock
@@ -32,6 +32,10 @@ from harness.training import stop_signal
 from harness.training.engine import Engine
 from harness.training.step import Step
 from harness.training.step_metrics import run_summary
+
+if TYPE_CHECKING:
+    from harness.records import RunRecord
+    from tasks.base import Example
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -44,7 +48,7 @@ class RunLoop:
     ``started``: ``time.time()`` when the training began (loading included), for the summary's
     ``train_seconds`` and the time estimates."""
 
-    def __init__(self, step: Step, engine: Engine, record: Any, started: float | None = None,
+    def __init__(self, step: Step, engine: Engine, record: RunRecord, started: float | None = None,
                  stop_after: int | None = None):
         self.step, self.engine, self.record = step, engine, record
         #: run only steps up to this one and write no checkpoint (``mrbench verify``); None: every step
@@ -66,7 +70,7 @@ class RunLoop:
             self.watch.resume(self.record.metrics())
         return self.start
 
-    def run(self, examples: Sequence[Any]) -> None:
+    def run(self, examples: Sequence[Example]) -> None:
         """Run the remaining steps (:meth:`run_step`), checkpointing as the module docstring says;
         raises :class:`TrainingInterrupted` on a signal."""
         start, cfg = self.resume(), self.step.cfg
@@ -102,7 +106,7 @@ class RunLoop:
             for s, handler in handlers.items():
                 signal.signal(s, handler)
 
-    def run_step(self, n: int, examples: Sequence[Any]) -> dict[str, Any]:
+    def run_step(self, n: int, examples: Sequence[Example]) -> dict[str, Any]:
         """Training step ``n`` (0-based): the Step on the engine; returns its metrics row (tests
         patch this to act between steps)."""
         return self.step.run(self.engine, n, examples)

@@ -54,12 +54,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from harness.replay_builders import ReplayResult, replay_for
-from harness.training.batch import batch_tensors, reward_lows
+from harness.training.batch import Rollout, batch_tensors, reward_lows
+from harness.training.credit_log import CreditLog
 from harness.training.data_order import examples_at
 from harness.training.engine import Engine, StepPlan
 from harness.training.phases import PhaseTimes, probe
@@ -70,12 +71,20 @@ from harness.training.step_metrics import UpdateStats, sample_rows, step_row
 from mrbench_core.replay_kinds import WITHOUT_FORWARD, ReplayRequest
 from mrbench_core.seeds import SAMPLING, stream_seed
 
+if TYPE_CHECKING:
+    from algorithms.base import Advantages, Algorithm, RolloutBatch
+    from harness.config import RunConfig
+    from harness.records import RunRecord
+    from tasks.base import Example, Task, Verdict
+
 
 class Step:
     """One run's training step (see the module docstring), built once per run."""
 
-    def __init__(self, cfg: Any, task: Any, algorithm: Any, record: Any, tokenizer: Any = None,
-                 credit: Any = None, guard: Any = None):
+    def __init__(self, cfg: RunConfig, task: Task, algorithm: Algorithm, record: RunRecord | None,
+                 tokenizer: Any = None, credit: CreditLog | None = None, guard: RelevanceGuard | None = None):
+        """``tokenizer``: the policy's (decodes responses for the credit rows and the diagnostics' read
+        masks); ``record``: None until a process that did not open the run attaches (:meth:`attach`)."""
         self.cfg, self.task, self.algorithm, self.record = cfg, task, algorithm, record
         self.tokenizer, self.credit, self.guard = tokenizer, credit, guard
         self.position = 0  # index of the next training example in the data order (checkpointed)
@@ -86,7 +95,7 @@ class Step:
         probe(self.record.path if self.record is not None else None, state.n + 1, phase)
 
     # -- the whole step, for a backend that runs the loop itself -------------------------------
-    def run(self, engine: Engine, n: int, examples: Sequence[Any]) -> dict[str, Any]:
+    def run(self, engine: Engine, n: int, examples: Sequence[Example]) -> dict[str, Any]:
         """Training step ``n`` on ``engine``, top to bottom; appends its rows; returns the metrics row."""
         # ALGO LOGIC: what the algorithm asks of this step (needs_replay is asked here, once) -----
         state = self.plan(n)
@@ -124,7 +133,7 @@ class Step:
         self._enter(state, "plan")
         return state
 
-    def sample(self, engine: Engine, state: StepState, examples: Sequence[Any]) -> list[Any]:
+    def sample(self, engine: Engine, state: StepState, examples: Sequence[Example]) -> list[Rollout]:
         """PLUMBING: the step's prompts from the data position, and G responses each from the engine."""
         s = self.cfg.sampling
         seed = step_seed(self.cfg.seed, state.n)
@@ -133,7 +142,7 @@ class Step:
         self.position += s.prompts_per_step
         return engine.sample(chosen, state.plan, seed)
 
-    def take(self, state: StepState, rollouts: list[Any]) -> None:
+    def take(self, state: StepState, rollouts: list[Rollout]) -> None:
         """The step's sampled rollouts (from :meth:`sample`, or from a framework's own sampler)."""
         self._enter(state, "sample")
         state.rollouts = rollouts
@@ -205,8 +214,8 @@ class Step:
 
     # -- the run around the steps: its prologue, written once (harness.training.prologue) --------
     @classmethod
-    def open(cls, cfg: Any, task: Any, algorithm: Any, record: Any, tokenizer: Any = None, *,
-             extra: dict[str, Any] | None = None) -> tuple[Step, list[Any]]:
+    def open(cls, cfg: RunConfig, task: Task, algorithm: Algorithm, record: RunRecord, tokenizer: Any = None, *,
+             extra: dict[str, Any] | None = None) -> tuple[Step, list[Example]]:
         """The run's prologue: the training examples loaded and checked, the record started with
         ``extra`` (how the backend runs), the relevance guard and the credit log built (the last
         needs ``tokenizer``); returns the run's Step and its examples. Every backend calls it."""
@@ -217,7 +226,7 @@ class Step:
         credit = credit_log(cfg, task, record, tokenizer)
         return cls(cfg, task, algorithm, record, tokenizer, credit=credit, guard=guard), examples
 
-    def attach(self, record: Any) -> None:
+    def attach(self, record: RunRecord) -> None:
         """Write into ``record``, with this process's own relevance guard and credit log: for a
         process that runs the steps of a run whose prologue (:meth:`open`) ran in another (the
         openrlhf trainer)."""
@@ -238,26 +247,26 @@ class StepState:
     n: int
     plan: StepPlan
     phases: PhaseTimes
-    rollouts: list[Any] = field(default_factory=list)
+    rollouts: list[Rollout] = field(default_factory=list)
     rewards: torch.Tensor | None = None  # [B, K], NaN where a reward does not apply
     group_ids: torch.Tensor | None = None  # [B]
     mask: torch.Tensor | None = None  # [B, T] response tokens
     T: int = 0
     rep: ReplayResult | None = None
-    batch: Any = None  # algorithms.RolloutBatch
-    result: Any = None  # algorithms.Advantages
+    batch: RolloutBatch | None = None
+    result: Advantages | None = None
     upd: UpdateStats | None = None
 
 
 # -- ALGO LOGIC: the plan and the advantages ----------------------------------------------------
-def plan_step(algorithm: Any, step: int) -> StepPlan:
+def plan_step(algorithm: Algorithm, step: int) -> StepPlan:
     """The :class:`StepPlan` of ``step``: ``algorithm.needs_replay`` is asked here, once."""
     request = ReplayRequest(algorithm.replay_request)
     replay = request is not ReplayRequest.NONE and bool(algorithm.needs_replay(step))
     return StepPlan(step, request, replay)
 
 
-def step_advantages(algorithm: Any, batch: Any) -> Any:
+def step_advantages(algorithm: Algorithm, batch: RolloutBatch) -> Advantages:
     """The algorithm's :class:`algorithms.Advantages` for ``batch`` (one call; token advantages in
     float32)."""
     from algorithms import Advantages
@@ -268,7 +277,7 @@ def step_advantages(algorithm: Any, batch: Any) -> Any:
 
 
 # -- PLUMBING: scoring and seeds, importable without a Step (the openrlhf agent scores with it) ---
-def score_response(task: Any, example: Any, text: str, timeout_s: float | None) -> list[Any]:
+def score_response(task: Task, example: Example, text: str, timeout_s: float | None) -> list[Verdict]:
     """One response's verdicts under the verifier time budget (:meth:`tasks.base.Task.score_within`):
     the scoring of every backend, in whatever process or thread it samples."""
     return task.score_within(example, text, timeout_s)
