@@ -183,7 +183,8 @@ class JSStream:
 
 def js_distance_stream(chunks_p: Iterable[Tensor], chunks_q: Iterable[Tensor],
                        chunk_size: int | None = None) -> Tensor:
-    """Distances for two equally chunked logit streams, concatenated along positions."""
+    """Distances for two equally chunked logit streams, concatenated along positions (a reference:
+    the tests check the streamed and shared-P_all forms against it)."""
     stream = JSStream(chunk_size)
     sentinel = object()
     it_p, it_q = iter(chunks_p), iter(chunks_q)
@@ -214,7 +215,8 @@ def token_logprobs(logits: Tensor, tokens: Tensor, chunk_size: int | None = None
 
 def token_logprob_delta(logits_with: Tensor, logits_without: Tensor, tokens: Tensor,
                         chunk_size: int | None = None) -> Tensor:
-    """CoRT's delta_t = log pi(y_t | x+, y<t) - log pi(y_t | x-, y<t) for the sampled tokens."""
+    """CoRT's delta_t = log pi(y_t | x+, y<t) - log pi(y_t | x-, y<t) for the sampled tokens, from
+    whole logits (a reference: the replay computes it from hidden states, and the tests compare)."""
     return token_logprobs(logits_with, tokens, chunk_size) - token_logprobs(logits_without, tokens, chunk_size)
 
 

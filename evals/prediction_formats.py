@@ -153,7 +153,8 @@ def stream_prediction_file(path: str | Path, fmt: str | None = None) -> Predicti
 
 
 def read_prediction_file(path: str | Path, fmt: str | None = None) -> PredictionFile:
-    """Every prediction in ``path``, listed (see :func:`stream_prediction_file`)."""
+    """Every prediction in ``path``, listed (see :func:`stream_prediction_file`; the tests read
+    whole files with it, the evaluation streams)."""
     file = stream_prediction_file(path, fmt)
     file.predictions = list(file.predictions)
     return file

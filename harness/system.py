@@ -34,7 +34,7 @@ def busy_cpus(window: float = 0.5) -> float | None:
 
 
 def choose_threads(requested: int) -> int:
-    """CPU intra-op threads (:func:`thread_choice`, without the reason)."""
+    """CPU intra-op threads (:func:`thread_choice`, without the reason; the tests' short form)."""
     return thread_choice(requested)[0]
 
 

@@ -137,7 +137,8 @@ def features_not_run(cfg: Any, honours: Iterable[str]) -> list[str]:
 
 def unknown_declarations(honours: Iterable[str]) -> list[str]:
     """Entries of ``honours`` (or of :data:`HARNESS_FIELDS`) that name no run-config field or
-    section: a misspelt declaration would otherwise refuse the field it meant to honour."""
+    section: a misspelt declaration would otherwise refuse the field it meant to honour (a checker:
+    the tests run it on every backend's declaration)."""
     paths = field_paths()
 
     def known(entry: str) -> bool:

@@ -111,16 +111,6 @@ def gain_cells(cell: StatCell | None, row: Row) -> tuple[str, str]:
     return _comparison_of(cell, row, "vs_base")
 
 
-def vs_text(cell: StatCell | None, row: Row) -> str:
-    short, full = vs_cells(cell, row)
-    return full or short
-
-
-def gain_text(cell: StatCell | None, row: Row) -> str:
-    short, full = gain_cells(cell, row)
-    return full or short
-
-
 def design_of(reports: list[TaskReport]):
     """The adaptive sweep's design the reports were built with (None: fixed seed counts)."""
     return next((rep.design for rep in reports if rep.design is not None), None)

@@ -67,7 +67,8 @@ def scatter_rows(values: Tensor, index: Sequence[int], action_mask: Tensor) -> T
 
 
 def gather_rows(frame: Tensor, action_mask: Tensor, T: int) -> Tensor:
-    """The inverse of :func:`scatter_rows` for one experience: ``[b, T]`` response-aligned rows."""
+    """The inverse of :func:`scatter_rows` for one experience: ``[b, T]`` response-aligned rows (the
+    tests read the advantages OpenRLHF got back with it)."""
     first, length = response_columns(action_mask)
     out = torch.zeros((frame.shape[0], T), dtype=frame.dtype, device=frame.device)
     for r in range(frame.shape[0]):

@@ -36,5 +36,5 @@ for _family, _module in FAMILY_MODULES.items():
 
 
 def family_ids(family: str) -> list[str]:
-    """Registered ids of one family, sorted."""
+    """Registered ids of one family, sorted (the tests' tables of each family)."""
     return sorted(n for n in CONSTRAINTS.names() if CONSTRAINTS.get(n).family == family)

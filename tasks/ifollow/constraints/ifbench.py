@@ -23,6 +23,6 @@ from __future__ import annotations
 from tasks.ifollow.constraints import ifbench_count, ifbench_custom, ifbench_format, ifbench_words  # noqa: F401
 from tasks.ifollow.constraints.base import CONSTRAINTS
 
-#: Every IFBench constraint id, sorted.
+#: Every IFBench constraint id, sorted (the tests walk them: differential, fuzz and type checks).
 IFBENCH_IDS: tuple[str, ...] = tuple(n for n in CONSTRAINTS.names() if CONSTRAINTS.get(n).family == "ifbench")
 
