@@ -56,9 +56,9 @@ def length_batches(items: Sequence[Any], length: Any, size: int) -> list[list[An
 
 
 # Sizes, by what they count. Sequences: ``batch_size`` (sequences per replay forward pass,
-# ``backend.local.replay_batch_size``) and ``replay_builders.WAVE_BATCHES`` (batches per wave of
+# ``replay.batch_size``) and ``replay_builders.WAVE_BATCHES`` (batches per wave of
 # groups). Positions: ``chunk_size`` (positions per LM-head / statistics chunk,
-# ``backend.local.replay_chunk_size``), capped so that a [positions, V] block holds at most
+# ``replay.chunk_size``), capped so that a [positions, V] block holds at most
 # STAT_CHUNK_ELEMENTS elements, and JS_ROWS (positions per Jensen-Shannon evaluation inside a
 # chunk). ``algorithms.relevance.CHUNK_ELEMENTS`` is the standalone streaming functions' own cap.
 

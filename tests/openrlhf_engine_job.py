@@ -112,7 +112,7 @@ def local_advantages(cfg: Any, task: Any, model: Any, tok: Any, rows: list[dict[
         ro.verdicts = task.score(ro.example, ro.text)
     rewards, group_ids, mask, T = batch_tensors(rollouts)
     algorithm = get_algorithm(cfg.algo.name, **cfg.algo.params)
-    engine = ReplayEngine(model, 8, 128, True, tok.pad_token_id, temperature=cfg.sampling.temperature)
+    engine = ReplayEngine.from_config(model, cfg.replay, tok.pad_token_id, cfg.sampling.temperature)
     rep = replay_for(algorithm.replay_request, engine, task, tok, rollouts, rewards, group_ids, T)
     adv, _ = algorithm.advantages(RolloutBatch(rewards, group_ids, mask, rep.relevance, step, rep.joint_relevance,
                                                rep.logprob_delta, reward_lows(rollouts, task, rewards.shape[1])))

@@ -278,7 +278,7 @@ def _counted(fn, counts, key):
 def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, algo, monkeypatch):
     from algorithms import get_algorithm
     from harness.backends.rollout import rollouts_for
-    from harness.config import SamplingConfig
+    from harness.config import ReplayConfig, SamplingConfig
     from harness.replay_builders import ReplayResult
     from harness.training import step as shared_step
     from harness.training.batch import batch_tensors, reward_lows
@@ -301,7 +301,7 @@ def test_advantages_in_openrlhfs_frame_equal_the_local_backends(orl, tmp_path, a
     # the local backend's advantages for this batch
     rewards, group_ids, mask, T = batch_tensors(rollouts)
     algorithm, step = get_algorithm(algo, **cfg.algo.params), 3
-    engine = ReplayEngine(model, 8, 128, True, tok.pad_token_id, temperature=0.8)
+    engine = ReplayEngine.from_config(model, ReplayConfig(), tok.pad_token_id, 0.8)
     rep = replay_for(algorithm.replay_request, engine, task, tok, rollouts, rewards, group_ids, T)
     expected = step_advantages(algorithm, rep.to_batch(rewards, group_ids, mask, step,
                                                        reward_lows(rollouts, task, rewards.shape[1]))).tokens

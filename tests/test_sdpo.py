@@ -10,7 +10,7 @@ from toy_task import ToyTask, tiny_config, train_run
 
 from algorithms import RolloutBatch, get_algorithm
 from harness.backends.rollout import rollouts_for
-from harness.config import SamplingConfig, resolve
+from harness.config import ReplayConfig, SamplingConfig, resolve
 from harness.models import chat_prompt_ids, eos_ids, load_model
 from harness.preflight import PreflightError, preflight
 from harness.replay import ReplayEngine
@@ -42,7 +42,7 @@ def test_the_feedback_replay_is_the_teacher_given_every_block_against_the_prompt
     for r in rollouts:
         r.verdicts = task.score(r.example, r.text)
     rewards, group_ids, mask, T = batch_tensors(rollouts)
-    engine = ReplayEngine(model, 8, 128, True, tok.pad_token_id, temperature=0.8)
+    engine = ReplayEngine.from_config(model, ReplayConfig(), tok.pad_token_id, 0.8)
     rep = replay_for("feedback", engine, task, tok, rollouts, rewards, group_ids, T)
     assert rep.sampling_hidden_used == len(rollouts)  # the student's pass is the sampler's
     assert rep.sequences == len(rollouts) and bool(torch.isfinite(rep.logprob_delta[mask]).all())

@@ -13,7 +13,7 @@ from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import ToyTask, tiny_config, train_run
 
 from harness.backends.rollout import rollouts_for, sample
-from harness.config import SamplingConfig
+from harness.config import ReplayConfig, SamplingConfig
 from harness.models import eos_ids, load_model
 from harness.replay import ReplayEngine
 from harness.replay_builders import replay_for
@@ -55,7 +55,7 @@ def test_the_sampling_pass_entropy_equals_a_forward_pass(tiny):
     task, rollouts = _scored(tiny, keep_entropy=True)
     assert all(r.entropy is not None and r.entropy.shape == (len(r.response_ids),) for r in rollouts)
     rewards, group_ids, mask, T = batch_tensors(rollouts)
-    engine = ReplayEngine(model, 8, 128, True, tok.pad_token_id, temperature=0.8)
+    engine = ReplayEngine.from_config(model, ReplayConfig(), tok.pad_token_id, 0.8)
     kept = replay_for("entropy", engine, task, tok, rollouts, rewards, group_ids, T)
     assert kept.sequences == 0 and bool(torch.isfinite(kept.token_entropy[mask]).all())
     for r in rollouts:
