@@ -19,11 +19,9 @@ kills its child, so that no answer is read as another call's. Nothing is left ru
 children exit when its pipes close (the parent ending, :meth:`WorkerPool.close`, or interpreter
 exit), and closing a worker also kills what its calls started and left running.
 
-It is mrbench's one kill-on-overrun protocol: the verifier budget of a response scored off the main
-thread (:meth:`tasks.base.Task.score_within`) and text2sql's hard stop of a query stuck inside one
-SQLite call (:mod:`tasks.text2sql.worker`, on wall-clock time) both run on it. Work running inside
-a worker can ask :func:`in_worker`: it is already in a process that is killed past its budget, and
-starts none of its own.
+It is mrbench's one kill-on-overrun protocol: the verifier budget of a response
+(:mod:`tasks.verifier_budget`) and text2sql's hard stop of a query stuck inside one SQLite call
+(:mod:`tasks.text2sql.worker`, on wall-clock time) both run on it.
 
 A child is a fresh interpreter (``python -m mrbench_core.budget_worker``, the parent's
 ``sys.path`` and environment): no fork of a process holding threads, GPU contexts or locks. It gets
@@ -55,21 +53,12 @@ START_TIMEOUT_S = 120.0
 _HEADER = struct.Struct("<Q")
 
 
-#: set in a worker process's environment (:func:`in_worker`)
-IN_WORKER_ENV = "MRBENCH_BUDGET_WORKER"
-
-
 class WorkerError(RuntimeError):
     """A worker process could not start, or ended without answering."""
 
 
 class WorkerOverran(TimeBudgetExceeded):
     """A call ran past its budget in a worker process; the worker was killed."""
-
-
-def in_worker() -> bool:
-    """Whether this process is a pool's worker (it is killed past its call's budget)."""
-    return os.environ.get(IN_WORKER_ENV) == "1"
 
 
 class WorkerDied(WorkerError):
@@ -373,7 +362,6 @@ def _serve(down: int, up: int) -> None:
     until the parent closes the pipe. Ctrl-C reaches the whole terminal's process group: the
     parent decides, the worker ignores it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.environ[IN_WORKER_ENV] = "1"
     try:
         _, init = _read(down)
         sys.path[:] = init["path"]

@@ -89,22 +89,19 @@ def test_a_dead_or_closed_child_is_replaced(db):
     sandbox.close()
 
 
-def test_inside_a_scoring_worker_queries_run_in_that_process(db, monkeypatch):
-    """No worker inside a worker: a task scored in a budget worker (off the main thread) runs its
-    queries there, the worker itself being killed past the response's budget."""
-    from mrbench_core.budget_worker import IN_WORKER_ENV, WorkerPool
+def test_in_a_scoring_worker_a_stuck_query_is_stopped_by_its_own_limit(db):
+    """A task is scored in a budget worker (tasks.verifier_budget); its sandbox's worker runs inside
+    that one, so a query stuck in one SQLite call ends as a query past its limit, without spending
+    the scoring worker's budget (its own CPU time), which would fail every reward of the response."""
+    from mrbench_core.budget_worker import WorkerPool
 
-    monkeypatch.setenv(IN_WORKER_ENV, "1")
-    sandbox = WorkerSandbox(LIMITS)
-    assert sandbox.run(str(db), "SELECT name FROM emp WHERE id = 2").rows == [("Bob",)]
-    assert sandbox._pool is None  # no worker started
-    monkeypatch.delenv(IN_WORKER_ENV)
-    pool = WorkerPool(WorkerSandbox(LIMITS), size=1)  # the budget worker's copy of the sandbox
+    pool = WorkerPool(WorkerSandbox(LIMITS), size=1)  # the scoring worker's copy of the sandbox
     try:
-        assert pool.call("run", (str(db), "SELECT count(*) FROM emp"), 30).rows == [(5,)]
-        (worker,) = pool._idle
-        pid = worker.proc.pid
-        assert open(f"/proc/{pid}/task/{pid}/children").read().split() == []  # it started no process of its own
+        start = time.perf_counter()
+        result = pool.call("run", (str(db), SINGLE_CALL_ATTACKS[2][1]), 2.0)  # a 2 s CPU budget, as a verifier's
+        assert not result.ok and result.error_kind == "timeout" and "its process was killed" in result.error
+        assert time.perf_counter() - start < TIMEOUT + KILL_SLACK_S
+        assert pool.call("run", (str(db), "SELECT count(*) FROM emp"), 2.0).rows == [(5,)]  # the same worker
     finally:
         pool.close()
 

@@ -17,12 +17,12 @@ worker is killed, the query reports ``error_kind="timeout"``, and the next query
 worker. Cost: one pickle round trip per query (tens of microseconds) and one process start per
 kill. POSIX only.
 
-Inside a worker of that protocol already (a response scored under its verifier budget in a worker
-process, as off the main thread in the openrlhf backend's vLLM engines), queries run in that
-process: it is itself killed past the response's budget, and no worker starts inside a worker. A
-single SQLite call that outlives the query's limit there is stopped with the response's budget
-instead (its verdicts say ``timeout``): such a call computes all the while, so the verifiers' CPU
-budget (5 s by default) runs out about when the query's own limit (5 s and 0.5 s of grace) would.
+A task is scored in a worker of the same protocol (:mod:`tasks.verifier_budget`), so the sandbox's
+worker is then a worker inside a worker, on purpose: the response's budget counts the scoring
+worker's own CPU time, and a query only its own limit. Run in the scoring worker itself, a query
+that reaches its 5 s limit would spend the response's whole 5 s budget, and the response would get
+every reward's failure value (``timeout``, its format reward too) instead of the verdict of a query
+stopped at its limit.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import time
 import weakref
 from typing import Any
 
-from mrbench_core.budget_worker import WorkerError, WorkerOverran, WorkerPool, in_worker
+from mrbench_core.budget_worker import WorkerError, WorkerOverran, WorkerPool
 from tasks.text2sql.sandbox import QueryResult, Sandbox, SandboxLimits
 
 
@@ -69,11 +69,8 @@ class WorkerSandbox(Sandbox):
             return self._pool
 
     def run(self, db_path: str, sql: str, limits: SandboxLimits | None = None) -> QueryResult:
-        """As :meth:`Sandbox.run`, in the worker process (in this one inside a worker); never
-        raises on ``sql``."""
+        """As :meth:`Sandbox.run`, in the worker process; never raises on ``sql``."""
         lim = limits or self.limits
-        if in_worker():
-            return super().run(db_path, sql, lim)
         start = time.perf_counter()
         try:
             return self._workers().call("run", (db_path, sql, lim), lim.timeout_s + self.grace_s, wall_clock=True)
