@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
-from toy_task import tiny_config, train_run
 
 from harness import cli
 from harness.backends.local import LocalBackend
@@ -21,7 +20,7 @@ from harness.credit.page import ADVANTAGE, write_page
 from harness.records import RunRecord
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (scripts/setup.sh --dev installs it with apt)"),
+pytestmark = [pytest.mark.engine, pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (scripts/setup.sh --dev installs it with apt)"),
               pytest.mark.usefixtures("one_torch_thread")]
 
 
@@ -127,9 +126,8 @@ def test_rows_written_before_prompts_were_kept_still_render(tmp_path):
     assert "prompt not recorded" in "".join(dom.text)
 
 
-def test_page_of_a_two_step_tiny_run(tmp_path):
-    cfg = tiny_config(str(tmp_path / "run"), "mrtpo")
-    rec = train_run(cfg)[1]
+def test_page_of_a_two_step_tiny_run(tmp_path, trained):
+    rec = trained("mrtpo", steps=2).record
     page = tmp_path / "page.html"
     assert cli.main(["credit", str(rec.path), "--out", str(page)]) == 0
     rows = json.loads(page.read_text().split('type="application/json">', 1)[1].split("</script>", 1)[0])

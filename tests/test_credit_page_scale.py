@@ -15,7 +15,8 @@ from test_credit_page_browser import CHROMIUM
 
 from harness.credit.page import ADVANTAGE, write_page
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (scripts/setup.sh --dev installs it with apt)")
+pytestmark = [pytest.mark.engine,
+              pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (scripts/setup.sh --dev installs it with apt)")]
 
 N = 8
 VOID = {"meta", "input", "br", "img", "link", "hr", "wbr", "col", "source"}

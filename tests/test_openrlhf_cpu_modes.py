@@ -9,7 +9,7 @@ import pytest
 from openrlhf_cpu_run import cell_args, ray_head, run_cell, shim_env, tiny_model_dir, why_cannot_run
 
 SKIP = why_cannot_run()
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(SKIP is not None, reason=SKIP or "")]
+pytestmark = [pytest.mark.slow, pytest.mark.engine, pytest.mark.timeout(1800), pytest.mark.skipif(SKIP is not None, reason=SKIP or "")]
 
 
 def _train(tmp_path, gpus: int, algo: str, *extra: str):

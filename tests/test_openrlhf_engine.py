@@ -20,7 +20,7 @@ G, PROMPTS, MAX_NEW = 4, 3, 12
 
 # slow: tests/test_openrlhf_cpu_runs.py trains through the same engine, executor and experience maker
 # with real DeepSpeed policy actors in the default suite
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.engine, pytest.mark.timeout(1200),
               pytest.mark.skipif(why_no_vllm("ray", "openrlhf", "pylatexenc") is not None,
                                  reason=why_no_vllm("ray", "openrlhf", "pylatexenc") or "")]
 

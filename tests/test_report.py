@@ -133,6 +133,7 @@ def _chromium():
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
+@pytest.mark.engine
 @pytest.mark.skipif(_chromium() is None, reason="no chromium (scripts/setup.sh --dev installs Debian's package as root)")
 def test_report_html_renders_tables_and_figures_in_a_browser(report, tmp_path):
     html = (report / "report.html").read_text()
@@ -180,6 +181,7 @@ window.addEventListener("load", () => {
 </script>"""
 
 
+@pytest.mark.engine
 @pytest.mark.skipif(_chromium() is None, reason="no chromium (scripts/setup.sh --dev installs Debian's package as root)")
 def test_report_page_opens_with_a_verdict_from_its_tables(report, tmp_path):
     page = tmp_path / "verdict.html"

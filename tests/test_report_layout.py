@@ -113,6 +113,7 @@ window.addEventListener("load", () => {
 </script>"""
 
 
+@pytest.mark.engine
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium (scripts/setup.sh --dev installs Debian's package as root)")
 def test_tables_stay_inside_the_page_at_1280_px(wide_report, tmp_path):
     html = (wide_report / "report.html").read_text()

@@ -11,6 +11,7 @@ from sweep_fixtures import cell_dirs, status_of, write_grid
 from harness import cli
 
 ray = pytest.importorskip("ray", reason="Ray is installed by scripts/setup.sh --dev (the 'ray' extra)")
+pytestmark = pytest.mark.engine
 
 
 def test_ray_sweep_runs_the_grid_on_a_local_ray_instance(tmp_path):

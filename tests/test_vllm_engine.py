@@ -24,7 +24,9 @@ HERE = Path(__file__).resolve().parent
 MAX_GAP, MEAN_GAP = 0.6, 0.08
 
 
-pytestmark = pytest.mark.skipif(why_no_vllm() is not None, reason=why_no_vllm() or "")
+#: the job builds two engines and trains through one; vllm_host.run_engine_job bounds it at 900 s itself
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(1200),
+              pytest.mark.skipif(why_no_vllm() is not None, reason=why_no_vllm() or "")]
 
 
 @pytest.fixture(scope="module")
