@@ -13,7 +13,6 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import process_sessions
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -77,11 +78,11 @@ def shim_env(log: Path) -> dict[str, str]:
 @contextmanager
 def ray_head(gpus: int, env: dict[str, str], cpus: int = 6) -> Iterator[str]:
     """A Ray head with ``gpus`` logical GPUs for the duration; yields its address. Its processes
-    and temporary directory are gone afterwards."""
+    and temporary directory are gone afterwards (tests/process_sessions.py)."""
     temp = tempfile.mkdtemp(prefix="mrray")
-    proc = subprocess.Popen([sys.executable, str(SHIM_DIR / "ray_head.py"), str(cpus), str(gpus), temp],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, **env}, start_new_session=True)
+    proc = process_sessions.start([sys.executable, str(SHIM_DIR / "ray_head.py"), str(cpus), str(gpus), temp],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  text=True, env={**os.environ, **env})
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -91,15 +92,11 @@ def ray_head(gpus: int, env: dict[str, str], cpus: int = 6) -> Iterator[str]:
     finally:
         try:
             assert proc.stdin is not None
-            proc.stdin.close()
+            proc.stdin.close()  # the head shuts Ray down
             proc.wait(timeout=60)
         except (subprocess.TimeoutExpired, OSError):
             pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # whatever of the node is left
-        except ProcessLookupError:
-            pass
-        proc.wait()
+        process_sessions.stop(proc)  # whatever of the node is left
         shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -153,17 +150,21 @@ def read_log(path: Path) -> list[dict[str, Any]]:
 
 
 def start_cell(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(SHIM_DIR / "cell_run.py"), *args], cwd=REPO,
-                            env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    """``mrbench ARGS`` in a session of its own; end it with ``process_sessions.stop``."""
+    return process_sessions.start([sys.executable, str(SHIM_DIR / "cell_run.py"), *args], cwd=REPO,
+                                  env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True)
 
 
 def run_cell(args: list[str], env: dict[str, str], out: Path) -> CellRun:
+    """Run the cell to its end (at most ``RUN_TIMEOUT_S``); nothing of it is left running afterwards."""
     t0 = time.time()
     proc = start_cell(args, env)
     try:
         output, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        process_sessions.stop(proc)
         output, _ = proc.communicate()
+    finally:
+        process_sessions.stop(proc)
     return CellRun(out, proc.returncode, output, time.time() - t0, read_log(Path(env["MRBENCH_OPENRLHF_CPU_SHIM_LOG"])))

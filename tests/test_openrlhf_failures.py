@@ -1,7 +1,8 @@
 """The openrlhf backend's bounded failures, without Ray: a prompt + response budget over the model's
 positions is refused at pre-flight naming both numbers (it used to leave the policy actor in the
 weight-sync rendezvous for 300 s), and the one-line causes the entry point prints and the backend
-reads back. The real engine that cannot start is in tests/test_openrlhf_cpu_runs.py."""
+reads back; and a vLLM engine that cannot start, from the policy actor's wait to mrbench's one line,
+with stubs in place of Ray and vLLM (the real run is the slow test of tests/test_openrlhf_cpu_runs.py)."""
 
 from __future__ import annotations
 
@@ -101,3 +102,95 @@ def test_a_cluster_without_the_placements_gpus_is_named_before_openrlhf_waits_fo
     assert gpu_shortfall(cfg, {"GPU": 3.0}) is None
     colocated = resolve(None, [("backend", "openrlhf"), ("backend.openrlhf.gpus_per_node", "2")])
     assert gpus_needed(colocated) == 2
+
+
+# -- a vLLM engine that cannot start, end to end with stubs ---------------------------------------------
+
+#: what Ray's error says for a vLLM engine actor whose creation failed on a model it cannot serve
+#: (vLLM's pydantic check of the architecture name; the real text: the slow real run of
+#: tests/test_openrlhf_cpu_runs.py)
+VLLM_REFUSAL = ("The actor died because of an error raised in its creation task, ray::LLMRayActor.__init__() "
+                "(pid=1, ip=127.0.0.1)\n  File \"vllm/config.py\", line 1, in __init__\n"
+                "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+                "  Value error, Model architectures ['UnservableLlamaForCausalLM'] are not supported for now. "
+                "Supported architectures: dict_keys([" + ", ".join(f"'Arch{i}ForCausalLM'" for i in range(60))
+                + "]) [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]\n")
+
+#: the OpenRLHF process in place of ``python -m harness.backends.openrlhf.main``: mrbench's entry
+#: point runs as it is, under the stubs of tests/openrlhf_stubs.py; in place of OpenRLHF's driver,
+#: mrbench's policy actor starts (its real ``init_model_from_pretrained``) with one vLLM engine whose
+#: actor died, and the driver gets the actor's error the way Ray hands it over (``.cause``)
+ENGINE_REFUSES = """
+import runpy, sys, types
+sys.path.insert(0, sys.argv.pop(1))
+from openrlhf_stubs import stubbed_openrlhf
+from toy_task import register
+
+VLLM_REFUSAL = sys.argv.pop(1)
+register()
+with stubbed_openrlhf():
+    ray = sys.modules["ray"]
+
+    class RayActorError(Exception):
+        pass
+
+    class GetTimeoutError(Exception):
+        pass
+
+    class RayTaskError(Exception):
+        def __init__(self, cause):
+            super().__init__(f"ray::PolicyModelActor.init_model_from_pretrained()\\nTraceback: ...\\n{cause!r}")
+            self.cause = cause
+
+    ray.exceptions = sys.modules["ray.exceptions"] = types.ModuleType("ray.exceptions")
+    ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError = RayActorError, GetTimeoutError
+    ray.cluster_resources = lambda: {"CPU": 6.0, "GPU": 2.0}
+
+    class DeadEngine:
+        get_num_unfinished_requests = types.SimpleNamespace(remote=lambda: "ref")
+
+    def engine_get(ref, timeout=None):
+        raise RayActorError(VLLM_REFUSAL)
+
+    def openrlhf_driver(name, run_name=None, alter_sys=False):
+        from harness.backends.openrlhf.trainer import MRPolicyActorImpl
+
+        ray.get = engine_get
+        actor = MRPolicyActorImpl.__new__(MRPolicyActorImpl)
+        try:
+            actor.init_model_from_pretrained(None, "policy", vllm_engines=[DeadEngine()])
+        except Exception as exc:
+            raise RayTaskError(exc) from None
+        raise AssertionError("the policy actor started without its engine")
+
+    runpy.run_module = openrlhf_driver
+    from harness.backends.openrlhf.main import main
+
+    main(sys.argv[1:])
+"""
+
+
+def test_an_engine_that_cannot_start_ends_the_run_with_one_line_naming_the_cause(tiny_dir, tmp_path, monkeypatch,
+                                                                                 capsys):
+    import sys
+    from pathlib import Path
+
+    from openrlhf_cpu_run import cell_args
+
+    from harness.backends.openrlhf import backend
+
+    register()
+    tests = str(Path(__file__).resolve().parent)
+    monkeypatch.setattr(checks, "missing", lambda cfg: None)  # no Ray, vLLM or DeepSpeed needed: stubs
+    monkeypatch.setattr(backend, "launch_command",
+                        lambda cfg, paths, argv: [sys.executable, "-c", ENGINE_REFUSES, tests, VLLM_REFUSAL, *argv])
+    rec = tmp_path / "rec"
+    assert cli.main(cell_args(tiny_dir, rec, "grpo", "127.0.0.1:1")) == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" in out  # the OpenRLHF process's own output (its log) keeps the whole story
+    lines = [x for x in err.splitlines() if x.startswith("mrbench run:")]
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    assert "after 0 of 2 steps: EngineStartError: vLLM engine 0 could not start:" in lines[0], lines[0]
+    assert "Model architectures ['UnservableLlamaForCausalLM'] are not supported" in lines[0]
+    assert "launch.log" in lines[0]
+    assert json.loads((rec / "provenance.json").read_text())["status"] == "failed"
