@@ -75,8 +75,8 @@ def test_store_skips_a_truncated_last_line(tmp_path):
         credit_store.read_rows(tmp_path)
 
 
-def test_credit_page_from_a_record(tmp_path, capsys):
-    rec = _train(tiny_config(str(tmp_path / "m"), "mrtpo"))
+def test_credit_page_from_a_record(tmp_path, capsys, trained):
+    rec = trained("mrtpo", steps=2).record
     page = tmp_path / "page.html"
     assert cli.main(["credit", str(rec.path), "--step", "1", "--out", str(page)]) == 0
     text = page.read_text(encoding="utf-8")

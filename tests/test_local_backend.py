@@ -31,9 +31,9 @@ def _initial_params():
 
 
 @pytest.mark.parametrize("algo", ["grpo", "gdpo", "mrtpo", "mrtpo-joint"])
-def test_two_step_run_writes_a_valid_record_and_changes_parameters(tmp_path, algo):
-    cfg = tiny_config(str(tmp_path / algo), algo)
-    backend, rec, summary = _train(cfg)
+def test_two_step_run_writes_a_valid_record_and_changes_parameters(trained, algo):
+    run = trained(algo, steps=2)  # tiny_config's two steps, shared with the tests that read the same run
+    backend, rec, summary = run.backend, run.record, run.summary
     record = load_record(rec.path)
     assert record["provenance"]["status"] == "finished"
     assert record["config"]["algo"]["name"] == algo
@@ -59,13 +59,13 @@ def test_two_step_run_writes_a_valid_record_and_changes_parameters(tmp_path, alg
     assert summary["steps"] == 2
 
 
-def test_beta_zero_mrtpo_update_equals_gdpo_update_exactly(tmp_path, monkeypatch):
+def test_beta_zero_mrtpo_update_equals_gdpo_update_exactly(tmp_path, monkeypatch, trained):
     """With beta = 0 the relevance weights are all 1: identical parameters after two updates,
     even though MRTPO really replayed (forced here; normally it skips the replay when beta_n = 0)."""
     from algorithms.mrtpo import MRTPO
 
+    gdpo = trained("gdpo", steps=2).backend  # GDPO is not an MRTPO: the patch below does not reach it
     monkeypatch.setattr(MRTPO, "needs_replay", lambda self, step: True)
-    gdpo, _, _ = _train(tiny_config(str(tmp_path / "gdpo"), "gdpo"))
     cfg = tiny_config(str(tmp_path / "mrtpo"), "mrtpo")
     cfg.algo.params = {"beta": 0.0, "warmup_steps": 0}
     mrtpo, rec, _ = _train(cfg)
@@ -75,10 +75,8 @@ def test_beta_zero_mrtpo_update_equals_gdpo_update_exactly(tmp_path, monkeypatch
     assert not all(torch.equal(a[k], v) for k, v in _initial_params().items())
 
 
-def test_mrtpo_with_beta_moves_advantage_between_tokens(tmp_path):
-    cfg = tiny_config(str(tmp_path / "m"), "mrtpo")
-    _, rec, _ = _train(cfg)
-    rows = rec.metrics()
+def test_mrtpo_with_beta_moves_advantage_between_tokens(trained):
+    rows = trained("mrtpo", steps=2).record.metrics()
     assert any(r["algo/realloc_ratio"] > 0 for r in rows)
 
 

@@ -19,11 +19,11 @@ from harness.runner import run
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A finished one-step record with its model/ (float32), and its backend."""
-    root = tmp_path_factory.mktemp("export")
-    backend, rec, _ = train_run(tiny_config(str(root / "run"), "grpo", steps=1), finish=True)
-    return backend, rec
+def finished(trained):
+    """A finished one-step record with its model/ (float32), and its backend: shared, so the tests
+    write into copies of it."""
+    run = trained("grpo", steps=1)
+    return run.backend, run.record
 
 
 def _copy(rec, tmp_path):

@@ -49,9 +49,8 @@ def test_a_step_without_signal_runs_no_backward_and_no_optimiser_step(tmp_path, 
     assert all(torch.equal(initial[k], after[k].to(initial[k].dtype)) for k in initial)
 
 
-def test_a_step_with_signal_or_a_kl_term_updates(tmp_path):
-    _, rec, _ = train_run(tiny_config(str(tmp_path / "signal"), steps=2))
-    rows = rec.metrics()
+def test_a_step_with_signal_or_a_kl_term_updates(tmp_path, trained):
+    rows = trained("mrtpo", steps=2).record.metrics()  # tiny_config's default algorithm
     assert all(r["update_skipped"] == 0 for r in rows if r["adv_nonzero_tokens"] > 0)
     assert any(r["adv_nonzero_tokens"] > 0 for r in rows)
     _, rec, _ = train_run(tiny_config(str(tmp_path / "kl"), steps=1, optim__kl_coef=0.1), task=Constant())

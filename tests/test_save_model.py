@@ -26,10 +26,11 @@ def _logits(model, ids):
         return model(input_ids=torch.tensor([ids])).logits[0].float()
 
 
-def test_run_writes_a_loadable_model_with_the_final_logits(tmp_path):
+def test_run_writes_a_loadable_model_with_the_final_logits(trained):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    backend, rec = _train(tiny_config(str(tmp_path / "run"), "grpo", steps=1))
+    run = trained("grpo", steps=1)
+    backend, rec = run.backend, run.record
     model_dir = rec.path / "model"
     loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(model_dir)
