@@ -6,7 +6,7 @@ openrlhf backend's check rides on the real CPU run of ``tests/test_openrlhf_cpu_
 from __future__ import annotations
 
 import pytest
-from test_plugin_examples import canned_run, env, mrbench  # noqa: F401  (env: a fixture)
+from test_plugin_examples import canned_run, mrbench_here, site  # noqa: F401  (fixtures)
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 from toy_task import tiny_config, train_run
 
@@ -37,8 +37,9 @@ def test_without_the_variable_no_probe_is_written(tmp_path, monkeypatch):
     assert not (rec.path / PROBE_FILE).exists()
 
 
-def test_the_plugin_examples_engine_runs_the_shared_step(env, tmp_path):  # noqa: F811  (env: the fixture)
+def test_the_plugin_examples_engine_runs_the_shared_step(mrbench_here, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv(PROBE_ENV, PROBE_FILE)
     out = tmp_path / "canned"
-    res = mrbench({**env, PROBE_ENV: PROBE_FILE}, *canned_run(out, steps=2), cwd=tmp_path)
+    res = mrbench_here(*canned_run(out, steps=2), cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert probe_phases(out / PROBE_FILE) == expected(2)
