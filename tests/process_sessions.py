@@ -69,6 +69,11 @@ def track(proc: subprocess.Popen) -> subprocess.Popen:
     return proc
 
 
+def untrack(proc: subprocess.Popen) -> None:
+    """Stop tracking ``proc`` (a test that ended it itself and leaves what it started to end alone)."""
+    _LIVE.pop(proc.pid, None)
+
+
 def _proc_table() -> dict[int, tuple[int, int]]:
     """pid -> (parent pid, session id) of every process, from /proc (empty where there is none)."""
     table = {}

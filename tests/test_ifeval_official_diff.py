@@ -121,6 +121,7 @@ def _differential(cases: list[tuple[str, dict, str]]) -> None:
     assert not mismatches, sorted({m[0] for m in mismatches})
 
 
+@pytest.mark.timeout(900)  # the official runner's subprocess may take up to 600 s
 def test_ifeval_checkers_agree_with_official_code_on_every_third_prompt() -> None:
     _differential(_cases(stride=3))
 

@@ -45,6 +45,7 @@ def test_the_readme_line_names_local_data_and_the_repository_task():
     assert (ROOT / argv[argv.index("--include_path") + 1] / "ifeval_local.yaml").is_file()
 
 
+@pytest.mark.timeout(900)  # lm_eval's own subprocess may take up to 600 s
 def test_the_readme_lm_eval_line_runs_on_an_exported_model_and_scores_as_mrbench_does(tmp_path):
     args = ["run", "--model", "tiny-random", "--schedule.steps", "1", "--output.root", str(tmp_path / "results"),
             "--sampling.prompts_per_step", "1", "--sampling.group_size", "2", "--sampling.max_new_tokens", "8",

@@ -4,8 +4,6 @@ runs that fail mid-step, and the end-of-run evaluation following the task."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,13 +17,14 @@ from harness.records import load_record
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_cort_on_toolcall_exits_2_before_loading_a_model(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--task", "toolcall", "--algo", "cort",
-                           "--output.root", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          check=False)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
+def test_cort_on_toolcall_exits_2_before_loading_a_model(tmp_path, monkeypatch, capsys):
+    from harness import cli
+
+    monkeypatch.setattr("harness.backends.local_engine.load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    code = cli.main(["run", "--task", "toolcall", "--algo", "cort", "--output.root", str(tmp_path)])
+    assert code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
     assert "cort needs a prompt without its rubric" in lines[0] and "toolcall" in lines[0]
     assert "mrtpo" in lines[0].split("algorithms that fit toolcall:")[1]  # what would fit
     assert "cort" not in lines[0].split("algorithms that fit toolcall:")[1].split(", ")

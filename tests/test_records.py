@@ -55,6 +55,7 @@ def _try_open(cfg_json, queue):
         queue.put(str(exc))
 
 
+@pytest.mark.timeout(900)  # the child's answer may take up to 600 s
 def test_two_runs_never_write_the_same_directory(tmp_path):
     cfg = _cfg(tmp_path)
     rec = RunRecord.open(cfg)

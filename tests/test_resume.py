@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import process_sessions
 import pytest
 import torch
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
@@ -43,7 +44,8 @@ sys.exit(main(sys.argv[1:]))
 """ % WAIT_ENV
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+#: a signalled run and its rerun, each wait capped at 240 s, 120 s and 300 s: above the default limit
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.timeout(900)]
 
 
 def _args(out_dir: Path) -> list[str]:
@@ -91,17 +93,21 @@ def _run(out_dir: Path) -> subprocess.CompletedProcess:
 
 
 def _start_and_signal(out_dir: Path, sig: int) -> subprocess.Popen:
-    proc = subprocess.Popen(_command(out_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**_child_env(), WAIT_ENV: "1"})
-    deadline = time.time() + 240
-    while time.time() < deadline:
-        if (out_dir / "checkpoint" / "state.pt").exists() and len(_metrics(out_dir)) >= 1:
-            break
-        if proc.poll() is not None:
-            raise AssertionError(f"child ended early: {proc.communicate()}")
-        time.sleep(0.05)
-    os.kill(proc.pid, sig)
-    proc.communicate(timeout=120)
+    proc = process_sessions.track(subprocess.Popen(_command(out_dir), cwd=ROOT, stdout=subprocess.PIPE,
+                                                   stderr=subprocess.PIPE, text=True,
+                                                   env={**_child_env(), WAIT_ENV: "1"}))
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            if (out_dir / "checkpoint" / "state.pt").exists() and len(_metrics(out_dir)) >= 1:
+                break
+            if proc.poll() is not None:
+                raise AssertionError(f"child ended early: {proc.communicate()}")
+            time.sleep(0.05)
+        os.kill(proc.pid, sig)
+        proc.communicate(timeout=120)
+    finally:
+        process_sessions.stop(proc)  # nothing of it left, however the wait ended
     return proc
 
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import process_sessions
 import pytest
 from sweep_fixtures import REPO, TINY_SET, cell_dirs, child_env, wait_for, write_grid
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
@@ -80,9 +81,10 @@ def _started_or_finished(cell) -> bool:
 
 
 def _start_sweep(grid: Path, log: Path) -> subprocess.Popen:
-    with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "harness.cli", "sweep", str(grid), "--executor", "local",
-                                 "--jobs", "2"], cwd=REPO, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
+    with open(log, "ab") as out:  # tracked: an interrupted test run kills the sweep and its cells
+        return process_sessions.track(subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", "sweep", str(grid), "--executor", "local", "--jobs", "2"],
+            cwd=REPO, env=child_env(), stdout=out, stderr=subprocess.STDOUT))
 
 
 def _kill_when(proc: subprocess.Popen, ready, log: Path) -> None:
@@ -94,6 +96,7 @@ def _kill_when(proc: subprocess.Popen, ready, log: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+        process_sessions.untrack(proc)  # its cells stop on their own (the parent-death signal)
 
 
 def _check_nothing_lost(cells, grid: Path, capsys) -> dict[str, int]:
@@ -122,6 +125,7 @@ def _check_nothing_lost(cells, grid: Path, capsys) -> dict[str, int]:
     return done
 
 
+@pytest.mark.timeout(1200)  # two kills, each after waits capped at 240 s and 120 s, and a rerun
 def test_a_sigkilled_sweep_loses_no_finished_step(tmp_path, capsys):
     grid = write_grid(tmp_path, name="sigkill", axes={"seed": [0, 1]},
                       extra={"set": {**TINY_SET, "algo.name": "grpo", "schedule.steps": 6,

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 
+import process_sessions
 import pytest
 from sweep_fixtures import REPO, cell_dirs, child_env, snapshot, status_of, wait_for, write_grid
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
@@ -50,14 +51,16 @@ def test_inline_sweep_runs_every_cell_and_a_rerun_skips_them(tmp_path, capsys):
     assert [r["label"] for r in rows] == ["gdpo", "mrtpo"] and all(r["seeds"] == [0, 1] for r in rows)
 
 
+@pytest.mark.timeout(1800)  # its waits' own caps: 900 s for the first cell, 600 s for the locks
 def test_a_killed_local_sweep_reruns_only_the_unfinished_cells(tmp_path):
     grid = write_grid(tmp_path, name="killed")
     cells = expand(load_grid(grid))
     first = cells[0].record_dir
     log = tmp_path / "sweep.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "sweep", str(grid), "--executor", "local",
-                                 "--jobs", "1"], cwd=REPO, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
+        proc = process_sessions.track(subprocess.Popen(  # an interrupted test run kills the sweep and its cells
+            [sys.executable, "-m", "harness.cli", "sweep", str(grid), "--executor", "local", "--jobs", "1"],
+            cwd=REPO, env=child_env(), stdout=out, stderr=subprocess.STDOUT))
     try:
         # the caps only end a hung sweep: each wait returns as soon as its state is reached (a busy host
         # took over 180 s for the first tiny cell)
@@ -68,6 +71,7 @@ def test_a_killed_local_sweep_reruns_only_the_unfinished_cells(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+        process_sessions.untrack(proc)  # its running cell stops on its own (the parent-death signal)
     assert wait_for(lambda: not any(lock_held(c.record_dir) for c in cells), timeout=600)
     assert sum(status_of(c.record_dir) == "finished" for c in cells) < len(cells)
     done = {c.record_dir: snapshot(c.record_dir) for c in cells if status_of(c.record_dir) == "finished"}

@@ -77,6 +77,7 @@ def test_twin_runs_in_one_process_record_identical_rows(record, tmp_path):
     assert prov["numerics"]["probe"]["cached"] and prov["numerics"]["fingerprint"]
 
 
+@pytest.mark.timeout(900)  # the second process may take up to 600 s
 def test_twin_runs_in_two_processes_record_identical_rows(record, tmp_path):
     out = tmp_path / "other-process"
     args = ["run", "--task", "toy", "--algo", "mrtpo", "--model", "tiny-random", "--model.dtype", "float32",
