@@ -18,11 +18,11 @@
 
 A test in no tier but the default belongs to the fast tier. ``bash scripts/test.sh`` (the README's
 and CI's command) runs the fast and engine tiers on two pytest-xdist workers (``-n 2``; pyproject's
-``addopts`` make it ``--dist loadgroup`` in file order): a module's tests stay on one worker, so its
-module fixtures run once; the modules marked ``engine`` all run on one worker, one after another,
-scheduled first so that they overlap the fast tier (:func:`pytest_collection_modifyitems`);
-``@pytest.mark.xdist_group("NAME")`` puts tests of several modules on one worker. Each worker runs
-torch on one thread (``OMP_NUM_THREADS=1`` unless set), a CPU's share.
+``addopts`` make it ``--dist loadfile`` in file order): a module's tests stay on one worker, so its
+module fixtures run once, and the modules marked ``engine`` as a whole form one unit of work,
+scheduled first, which one worker runs while the other takes the fast tier
+(:func:`pytest_xdist_make_scheduler`). Each worker runs torch on one thread (``OMP_NUM_THREADS=1``
+unless set), a CPU's share.
 
 **Timeouts** (pytest-timeout, its SIGALRM method): every test has ``timeout`` in pyproject.toml (the
 default, seconds, covering the test's own fixtures), which only ends a hang: it is over ten times
@@ -53,7 +53,10 @@ fixtures live in ``torch_fixtures.py``, imported by the tests that use them.
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
+from pathlib import Path
 
 import process_sessions
 import pytest
@@ -71,7 +74,7 @@ try:  # where torch is not installed, only the files of the torch-free subset ar
 except ValueError:
     _HAS_TORCH = False
 TORCHFREE_MARK = "pytest.mark.torchfree"
-#: the xdist group of every engine test: one worker runs them, one after another
+#: the unit of work of every engine module under xdist: one worker runs them, one after another
 ENGINE_GROUP = "engine"
 
 
@@ -85,24 +88,46 @@ def pytest_ignore_collect(collection_path, config):
 
 # -- xdist: one worker per module, the engine tier on one worker and first ------------------------------
 
-def _module_marks(item) -> set[str]:
-    marks = getattr(getattr(item, "module", None), "pytestmark", [])
-    return {m.name for m in (marks if isinstance(marks, list) else [marks])}
+@functools.cache
+def engine_module(path: str) -> bool:
+    """Whether the test module at ``path`` is marked ``engine`` as a whole (``pytest.mark.engine`` in
+    its ``pytestmark``), read from its source: xdist's controller, which schedules, imports no test."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            return any(isinstance(n, ast.Attribute) and ast.unparse(n) == "pytest.mark.engine"
+                       for n in ast.walk(node.value))
+    return False
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (pyproject's addopts), with every ``engine`` module in one unit of work: a
+    module's tests stay on one worker (its module fixtures run once), and one worker runs the engine
+    modules, one after another (two real engines at once would only compete for the two cores)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    root = Path(config.rootpath)
+
+    class EngineGroupScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return ENGINE_GROUP if engine_module(str(root / module)) else module
+
+    return EngineGroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under xdist's ``--dist loadgroup``: a test without an ``xdist_group`` joins its module's group
-    (the module's fixtures then run once), or the ``engine`` group where its module is marked
-    ``engine`` (one worker runs the engines, one after another), and the engine group is scheduled
-    first: its worker runs it while the other takes the fast tier. Without xdist nothing changes."""
-    if not getattr(config.option, "loadgroup", False):  # set in xdist's workers, which collect the tests
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            group = ENGINE_GROUP if "engine" in _module_marks(item) else item.path.stem
-            item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: "engine" not in _module_marks(item))  # stable: the engine modules first
+    """In xdist's workers, the engine modules first: the longest unit of work, which one worker runs
+    while the other takes the fast tier (the scheduler hands units out in collection order). A run
+    without xdist keeps the files' order."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: not engine_module(str(item.path)))  # stable
 
 
 # -- processes: nothing left behind (tests/process_sessions.py) ------------------------------------------
