@@ -143,9 +143,18 @@ class TinyTokenizer:
         (Path(path) / "tok").write_text("tokenizer")
 
 
+def hide_real_vllm(monkeypatch) -> None:
+    """For the test, no module of the real vLLM in ``sys.modules``: where another test of this
+    process imported it (TRL's does), ``from vllm.platforms import ...`` would find the real
+    submodule past a stub of ``vllm`` itself."""
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
 @pytest.fixture()
 def with_fake(monkeypatch):
     FakeLLM.instances.clear()
+    hide_real_vllm(monkeypatch)
 
     def install(llm_cls: type = FakeLLM) -> types.ModuleType:
         mod = fake_vllm(llm_cls)
@@ -170,6 +179,7 @@ def test_auto_picks_transformers_without_cuda_even_with_vllm(with_fake, monkeypa
 
 
 def test_vllm_without_vllm_or_cuda_is_a_clear_error(monkeypatch):
+    hide_real_vllm(monkeypatch)
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with pytest.raises(VLLMError, match="vllm is not installed"):

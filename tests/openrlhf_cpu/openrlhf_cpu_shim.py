@@ -299,7 +299,7 @@ def _experience_maker(module: Any) -> None:
             import torch
 
             experiences = orig(self, rollout_samples)
-            step = int(getattr(self, "step", 0))
+            step = int(getattr(self, "step_index", 0))  # the maker's 0-based step (its .step is the shared Step)
             last = getattr(self, "last", None)
             rep = getattr(last, "rep", None)
             relevance = getattr(rep, "relevance", None)
