@@ -25,8 +25,8 @@ scheduled first, which one worker runs while the other takes the fast tier
 unless set), a CPU's share.
 
 **Timeouts** (pytest-timeout, its SIGALRM method): every test has ``timeout`` in pyproject.toml (the
-default, seconds, covering the test's own fixtures), which only ends a hang: it is over ten times
-the slowest fast test's idle time. A test that may legitimately run longer (a real engine, waits
+default, seconds, covering the test's own fixtures), which only ends a hang: over fifteen times the
+idle time of the slowest fast test but the README tour (which asks for more). A test that may legitimately run longer (a real engine, waits
 of its own capped above the default) sets ``@pytest.mark.timeout(SECONDS)`` and says why.
 
 **Shared tiny runs**: ``trained(algo, steps, **overrides)`` (the session fixture below) returns

@@ -187,6 +187,7 @@ def test_tour_commands_are_parsed_and_placeholders_caught():
     assert small_form(shlex.split(cpu), "tiny-random") == shlex.split(cpu)  # the CPU form runs as written
 
 
+@pytest.mark.timeout(1800)  # the whole tour: about a minute on two idle cores, 7.5 minutes seen under load
 def test_the_readme_tour_runs_as_written(tmp_path, monkeypatch, capsys):
     skipped = run_tour(tmp_path, monkeypatch, "tiny-random")
     work = tmp_path / "clone"
