@@ -177,6 +177,47 @@ def test_canned_backend_run_writes_a_finished_record(mrbench_here, tmp_path):
     bench = json.loads((out / "eval.json").read_text())["benchmarks"]["example-echo-bench"]  # the task's default
     assert bench["cases"] == 2 and 0.0 <= bench["summary"]["accuracy"] <= 1.0
     assert not (out / "checkpoint").exists()
+    # the shared prologue's credit log, word by word with the example's tokenizer (output.credit_groups: 1)
+    credit = rows(out / "credit.jsonl")
+    assert [r["step"] for r in credit] == [1] * 4 + [2] * 4 + [3] * 4 + [4] * 4  # one group of four a step
+    for r in credit:  # a token per word: the words' pieces make the response again
+        assert "".join(r["tokens"]) in CANNED and len(r["tokens"]) == len("".join(r["tokens"]).split())
+        assert len(r["advantage"]) == len(r["tokens"]) and {w["name"] for w in r["rewards"]} == {"echo", "brief"}
+    # what its defaults turn on that it does not run: said once after pre-flight, kept in the provenance
+    assert json.loads((out / "provenance.json").read_text())["not_run"] == ["optim.grad_clip=1.0",
+                                                                            "output.save_model=true"]
+    (note,) = [line for line in res.stderr.splitlines() if "does not run" in line]
+    assert note == ("mrbench run: note: backend 'example-canned' does not run what these defaults turn on: "
+                    "optim.grad_clip=1.0, output.save_model=true")
+
+
+def test_a_step_given_no_tokenizer_writes_no_credit_log_and_says_why(tmp_path, capsys):
+    sys.path.insert(0, str(EXAMPLES))
+    from mrbench_plugin_example.backend import CannedBackend
+    from mrbench_plugin_example.task import EchoTask
+
+    from algorithms import get_algorithm
+    from harness.config import resolve
+    from harness.records import RunRecord
+    from harness.training.run_loop import RunLoop
+    from harness.training.step import Step
+
+    cfg = resolve(None, [("backend", "example-canned"), ("schedule.steps", "2"), ("sampling.group_size", "4"),
+                         ("backend.options.example-canned.responses", json.dumps(CANNED)),
+                         ("output.dir", str(tmp_path / "run"))])
+    task, algorithm = EchoTask(), get_algorithm("grpo")
+    engine, record = CannedBackend(cfg, task, algorithm), RunRecord.open(cfg)
+    try:  # the canned engine's train, but its step given no tokenizer
+        step, examples = Step.open(cfg, task, algorithm, record, None, extra={"backend": "example-canned"})
+        RunLoop(step, engine, record).run(examples)
+    finally:
+        record.unlock()
+    why = "output.credit_groups=1: no credit.jsonl (this backend gives the step no tokenizer to split its responses"
+    assert f"mrbench: note: {why}" in capsys.readouterr().out
+    assert step.credit is None and not (tmp_path / "run" / "credit.jsonl").exists()
+    assert [m["step"] for m in rows(tmp_path / "run" / "metrics.jsonl")] == [1, 2]
+    (note,) = json.loads((tmp_path / "run" / "provenance.json").read_text())["not_run"]
+    assert note.startswith(why)
 
 
 def comparable(path: Path) -> list[dict]:
