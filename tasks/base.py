@@ -223,9 +223,17 @@ class Task(ABC):
 
     def timeout_verdicts(self, example: Example, seconds: float | None) -> list[Verdict]:
         """Every reward at the low end of its declared range (0.0 when undeclared), reason ``timeout``."""
-        from tasks.verifier_budget import failure_verdicts
+        return self.failure_verdicts(example, TIMEOUT_REASON, {"timeout_s": seconds})
 
-        return failure_verdicts(self, example, TIMEOUT_REASON, {"timeout_s": seconds})
+    def failure_verdicts(self, example: Example, reason: str, detail: dict[str, Any]) -> list[Verdict]:
+        """Every reward of ``example`` at the low end of its declared range (0.0 when undeclared),
+        with ``reason`` and ``detail``."""
+        out = []
+        for name in example.reward_names:
+            span = self.reward_range(name)
+            out.append(Verdict(reward=name, value=float(span[0]) if span else 0.0, reason=reason,
+                               detail=dict(detail)))
+        return out
 
     # -- replay contexts ------------------------------------------------------------------
     def replay_contexts(self, example: Example, verdicts: Sequence[Verdict],

@@ -60,19 +60,8 @@ def score_within(task: Any, example: Any, response: str, seconds: float | None, 
         except TimeBudgetExceeded:
             continue
         except WorkerDied as exc:
-            return failure_verdicts(task, example, DIED_REASON, {"exit_code": exc.exit_code})
+            return task.failure_verdicts(example, DIED_REASON, {"exit_code": exc.exit_code})
     return task.timeout_verdicts(example, seconds)
-
-
-def failure_verdicts(task: Any, example: Any, reason: str, detail: dict[str, Any]) -> list[Any]:
-    """Every reward of ``example`` at the low end of its declared range (0.0 when undeclared)."""
-    from tasks.base import Verdict
-
-    out = []
-    for name in example.reward_names:
-        span = task.reward_range(name)
-        out.append(Verdict(reward=name, value=float(span[0]) if span else 0.0, reason=reason, detail=dict(detail)))
-    return out
 
 
 def _score_here(task: Any, why: str | None) -> bool:
