@@ -1,7 +1,12 @@
 """Determinism, guarded: the same tiny configuration run twice (in one process, and in another
 process) records identical rows; ``mrbench verify`` says a fresh record reproduces bit for bit,
 catches a one-ulp change planted in the update or in one stored metrics row and names its step and
-key, and refuses a record whose data is not here."""
+key, and refuses a record whose data is not here.
+
+The record verified is the session's shared tiny MRTPO run (``trained("mrtpo", steps=2)``: 2 steps,
+replaying every step, one credit group); its twins are this module's. The twin in this process
+computes no fingerprint and the one in another process probes with an empty cache, so together
+they also show that probing beside a run moves none of its numbers."""
 
 from __future__ import annotations
 
@@ -23,37 +28,20 @@ from harness.cli import main
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
-STEPS = 3
-#: the tiny configuration of every run here (toy task, MRTPO replaying every step, a credit group)
-OVERRIDES = {"output__credit_groups": 1}
+STEPS = 2
 CHILD = ("import sys, torch; torch.set_num_threads(1); from toy_task import register; register(); "
          "from harness.cli import main; sys.exit(main(sys.argv[1:]))")
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _train(out: Path) -> Path:
-    from toy_task import register, tiny_config, train_run
+@pytest.fixture(scope="module")
+def record(trained) -> Path:
+    """The shared finished tiny run's record (read only; tests that write copy it)."""
+    from toy_task import register
 
     register()  # verify builds the task by its name
-    return train_run(tiny_config(str(out), "mrtpo", steps=STEPS, **OVERRIDES), finish=True)[1].path
-
-
-@pytest.fixture(scope="module", autouse=True)
-def numerics_cache(tmp_path_factory):
-    """An empty fingerprint cache for this module's runs (and their child processes)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(numerics.CACHE_ENV, str(tmp_path_factory.mktemp("numerics-cache")))
-        yield
-
-
-@pytest.fixture(scope="module")
-def record(tmp_path_factory) -> Path:
-    """A finished tiny record, the first run of the module: its run probes, and later runs read the
-    cache (so the twin tests also show that probing leaves the run's numbers alone)."""
-    path = _train(tmp_path_factory.mktemp("first") / "run")
-    assert not json.loads((path / "provenance.json").read_text())["numerics"]["probe"]["cached"]
-    return path
+    return trained("mrtpo", steps=STEPS).path
 
 
 def _copy(record: Path, tmp_path: Path) -> Path:
@@ -68,13 +56,17 @@ def test_the_ignored_keys_are_the_steps_wall_clock_seconds():
     assert verify.IGNORED_KEYS == {f"time_{p}" for p in TIMED_PHASES} | {"time_step"}
 
 
-def test_twin_runs_in_one_process_record_identical_rows(record, tmp_path):
-    twin = _train(tmp_path / "twin")
+def test_twin_runs_in_one_process_record_identical_rows(record, tmp_path, monkeypatch):
+    from toy_task import tiny_config, train_run
+
+    from harness.numerics_probe import PROBING_ENV
+
+    monkeypatch.setenv(PROBING_ENV, "1")  # this twin computes no fingerprint
+    twin = train_run(tiny_config(str(tmp_path / "twin"), "mrtpo", steps=STEPS), finish=True)[1].path
+    assert json.loads((twin / "provenance.json").read_text())["numerics"]["fingerprint"] is None
     result = verify.compare(record, twin, STEPS)
     assert result.files == ["metrics.jsonl", "samples.jsonl", "credit.jsonl"]
     assert result.compared > 100 and result.differences == []
-    prov = json.loads((twin / "provenance.json").read_text())
-    assert prov["numerics"]["probe"]["cached"] and prov["numerics"]["fingerprint"]
 
 
 @pytest.mark.timeout(900)  # the second process may take up to 600 s
@@ -83,9 +75,10 @@ def test_twin_runs_in_two_processes_record_identical_rows(record, tmp_path):
     args = ["run", "--task", "toy", "--algo", "mrtpo", "--model", "tiny-random", "--model.dtype", "float32",
             "--sampling.prompts_per_step", "2", "--sampling.group_size", "4", "--sampling.max_new_tokens", "12",
             "--optim.lr", "0.01", "--optim.micro_batch_size", "3", "--schedule.steps", str(STEPS),
-            "--schedule.checkpoint_every", "1", "--schedule.log_samples", "2", "--output.credit_groups", "1",
-            "--algo.warmup_steps", "0", "--output.dir", str(out)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p)}
+            "--schedule.checkpoint_every", "1", "--schedule.log_samples", "2", "--algo.warmup_steps", "0",
+            "--output.dir", str(out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p),
+           numerics.CACHE_ENV: str(tmp_path / "empty-cache")}  # it probes beside its run
     done = subprocess.run([sys.executable, "-c", CHILD, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -93,6 +86,7 @@ def test_twin_runs_in_two_processes_record_identical_rows(record, tmp_path):
 
     mine, theirs = (json.loads((p / "config.json").read_text()) for p in (record, out))
     assert same_configuration(mine, {**theirs, "output": mine["output"]})  # the same run, another folder
+    assert json.loads((out / "provenance.json").read_text())["numerics"]["probe"]["cached"] is False
     result = verify.compare(record, out, STEPS)
     assert result.compared > 100 and result.differences == []
 
@@ -135,9 +129,9 @@ def test_verify_catches_a_one_ulp_change_planted_in_the_update_and_names_its_ste
         return update(self, *args, **kwargs)
 
     monkeypatch.setattr(update_class, "__call__", planted)
-    assert main(["verify", str(record), "--steps", "3"]) == 1
+    assert main(["verify", str(record)]) == 1
     line = capsys.readouterr().out.strip()
-    assert line.startswith(f"does not reproduce: steps 1-3 of {record}: first at step 2, "), line
+    assert line.startswith(f"does not reproduce: steps 1-2 of {record}: first at step 2, "), line
 
 
 def test_verify_refuses_when_the_data_differs_or_is_missing(record, tmp_path, capsys):
@@ -157,12 +151,12 @@ def test_verify_refuses_when_the_data_differs_or_is_missing(record, tmp_path, ca
 
 @pytest.mark.parametrize(("setup", "said"), [
     (lambda p: (p / "config.json").unlink(), "config.json: missing"),
-    (lambda p: None, "holds 3 steps, fewer than --steps 4"),
+    (lambda p: None, "holds 2 steps, fewer than --steps 3"),
 ])
 def test_verify_refuses_what_it_cannot_rerun(record, tmp_path, capsys, setup, said):
     copy = _copy(record, tmp_path)
     setup(copy)
-    assert main(["verify", str(copy), "--steps", "4"]) == 2
+    assert main(["verify", str(copy), "--steps", "3"]) == 2
     assert said in capsys.readouterr().err
 
 
