@@ -51,24 +51,31 @@ def grouped_matmul_attention(module: Any, query: Tensor, key: Tensor, value: Ten
         raise ValueError(f"{heads} query heads do not group over {kv_heads} key/value heads")
     group = heads // kv_heads
     scale = d ** -0.5 if scaling is None else scaling
+    # keys and values longer than the mask: a preallocated decoding cache's buffers
+    # (harness.backends.decode), filled up to the mask's width and zero beyond it
+    filled = lk if attention_mask is None else min(lk, attention_mask.shape[-1])
     if query.dtype == torch.float32 and lq > DECODE_ROWS:
-        return _fused_float32(query, key, value, attention_mask, scale, dropout, module), None
+        return _fused_float32(query, key[:, :, :filled], value[:, :, :filled], attention_mask, scale, dropout,
+                              module), None
     # head h reads key/value head h // group, so the query heads of a key/value head fold into its
     # query axis: [B, H, Lq, D] -> [B, Hkv, group * Lq, D] (a copy after rotary embeddings, a view
     # when decoding); keys and values are read as they are
     scores = torch.matmul(query.reshape(b, kv_heads, group * lq, d), key.transpose(2, 3))
-    scores = scores.view(b, kv_heads, group, lq, lk).to(torch.promote_types(scores.dtype, torch.float32)).mul_(scale)
+    scores = scores.view(b, kv_heads, group, lq, lk)[..., :filled]
+    scores = scores.to(torch.promote_types(scores.dtype, torch.float32)).mul_(scale)
     if attention_mask is not None and attention_mask.dtype == torch.bool:  # True = attend
-        scores.masked_fill_(~attention_mask[:, :, None, :, :lk], float("-inf"))
+        scores.masked_fill_(~attention_mask[:, :, None, :, :filled], float("-inf"))
     elif attention_mask is not None:
-        scores.add_(attention_mask[:, :, None, :, :lk])
+        scores.add_(attention_mask[:, :, None, :, :filled])
     elif lq > 1:
         future = torch.ones(lq, lk, dtype=torch.bool, device=query.device).triu_(lk - lq + 1)
         scores.masked_fill_(future, float("-inf"))
     probs = torch.softmax(scores, dim=-1).to(value.dtype)
     if dropout and getattr(module, "training", False):
         probs = torch.nn.functional.dropout(probs, p=dropout)
-    out = torch.matmul(probs.view(b, kv_heads, group * lq, lk), value)
+    if filled < lk:  # weight 0 on the unfilled positions: each output equals the filled prefix's, bit for bit
+        probs = torch.nn.functional.pad(probs, (0, lk - filled))
+    out = torch.matmul(probs.reshape(b, kv_heads, group * lq, lk), value)
     return out.view(b, heads, lq, d).transpose(1, 2).contiguous(), None
 
 

@@ -5,7 +5,8 @@
   LoRA (peft), with gradient checkpointing when asked;
 - the rollout model (theta_old): the policy itself when the rollout runs in float32 (switched to
   the rollout attention for sampling and replay only), else a copy cast to the rollout dtype
-  (bf16 where native, :mod:`harness.models`), synced after every update; or vLLM
+  (bf16 where native, :mod:`harness.models`; on CPU its linear layers keep their weights in
+  oneDNN's layout, :mod:`harness.packed_linear`), synced after every update; or vLLM
   (:mod:`harness.backends.vllm_rollout`) for sampling;
 - the reference policy (initial weights; k3 KL when ``optim.kl_coef > 0``, OPSD's teacher), only
   loaded when needed; with LoRA it is the base model with the adapter disabled.
@@ -38,6 +39,7 @@ import torch
 
 from harness.attention import rollout_attention, use_for_rollout
 from harness.backends import checkpoint
+from harness.backends.decode import DecodeStats
 from harness.backends.rollout import rollouts_for
 from harness.backends.update import PolicyUpdate, Reference
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
@@ -50,6 +52,7 @@ from harness.models import (
     resolve_dtype,
     resolve_train_dtype,
 )
+from harness.packed_linear import pack_linears
 from harness.records import config_fingerprint
 from harness.replay import ReplayEngine
 from harness.replay_builders import ReplayResult, replay_for
@@ -94,6 +97,8 @@ class LocalEngine:
         self._engine: ReplayEngine | None = None
         self.rollout_attention_name: str | None = None
         self._keep_hidden = True
+        #: what the last sampling's decoding loop ran (passes, rows, keys read; bench/profile_step.py)
+        self.decode_stats = DecodeStats()
         self.threads_reason: str | None = None  # why this many CPU threads (said at the start, kept in rollout)
         if self.device.type == "cpu":
             threads, self.threads_reason = thread_choice(cfg.backend.local.threads)
@@ -140,6 +145,7 @@ class LocalEngine:
             for p in self.rollout_model.parameters():
                 p.requires_grad_(False)
             self.rollout_attention_name = use_for_rollout(self.rollout_model, attention)
+            pack_linears(self.rollout_model)  # bf16 on CPU: the weights reordered once per sync
 
     def _needs_reference(self) -> bool:
         return self.cfg.optim.kl_coef > 0 or bool(self.algorithm is not None and self.algorithm.needs_reference)
@@ -187,11 +193,12 @@ class LocalEngine:
         self._engine.refresh()  # the rollout weights changed at the last update
         self.rollout_model.eval()
         keep = plan.sampling_prompt_replayed and self._keep_hidden and self._vllm is None
+        self.decode_stats = DecodeStats()
         with self._rollout_phase():
             return rollouts_for(self.rollout_model, self.tokenizer, list(examples), s.group_size, self.eos, s,
                                 s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm, seed=seed,
                                 logits_budget=self.cfg.backend.local.sampling_logits_mb << 20,
-                                keep_entropy=plan.sampling_entropy)
+                                keep_entropy=plan.sampling_entropy, stats=self.decode_stats)
 
     def replay(self, plan: StepPlan, rollouts: Sequence[Any], rewards: torch.Tensor, group_ids: torch.Tensor,
                T: int) -> ReplayResult:
@@ -267,3 +274,4 @@ class LocalEngine:
             self.tokenizer, self.rollout_model = loaded.tokenizer, loaded.model
             self.eos = eos_ids(self.tokenizer, loaded.model)
             self.rollout_attention_name = use_for_rollout(self.rollout_model, self.cfg.backend.local.rollout_attention)
+            pack_linears(self.rollout_model.requires_grad_(False))  # it only generates

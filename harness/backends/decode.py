@@ -1,0 +1,247 @@
+"""The local sampler's decoding loop: a batch of left-padded prompts continued token by token with
+the model's own forward pass, on a key/value cache written in place.
+
+Each pass is the forward call transformers' ``generate`` makes for the same batch (the new tokens,
+the whole attention mask, positions counted over real tokens, ``logits_to_keep=1``), followed by its
+logits processors for temperature, top-k and top-p (transformers' own classes) and its draw
+(``torch.multinomial`` on the softmax, or the argmax); finished rows continue with the pad token.
+So for a seed the loop draws ``generate``'s tokens, and its hidden states and logits (which the
+replay reuses as the sampling pass) are bit for bit ``generate``'s (``tests/test_decode.py``). What
+differs is how the cache is kept (:func:`preallocated_cache`): every layer's keys and values live in
+zero-filled buffers written in place, grown a few positions at a time, and the attention
+(:mod:`harness.attention`) reads them up to the mask's width, which changes no output bit;
+``generate``'s dynamic cache concatenates each layer's whole cache again at every step (a fifth of a
+CPU decoding step of the main job in a profile, the fresh allocations included).
+
+:class:`DecodeStats` records what the loop ran (prefills, passes, rows, keys attended), from which
+a benchmark counts each pass's FLOPs and bytes (``bench/profile_step.py``'s roofline).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class DecodeStats:
+    """What the decoding loops of one sampling ran: the prefill passes before them (rows x
+    positions each: :func:`harness.backends.rollout.shared_prefill`), then each forward pass of the
+    loop (the prompts' last tokens, then one per decoding step) with its rows and the key positions
+    its rows attended over, summed (:meth:`passes`: FLOPs and bytes per pass, for a roofline)."""
+
+    prefills: list[tuple[int, int]] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+    keys: list[int] = field(default_factory=list)  # per pass: keys attended, summed over its rows
+
+    def add(self, rows: int, keys: int) -> None:
+        self.rows.append(rows)
+        self.keys.append(rows * keys)
+
+    @property
+    def decoding_passes(self) -> int:
+        return len(self.rows)
+
+    def passes(self, model: Any) -> list[tuple[float, float]]:
+        """(matrix-product FLOPs, bytes read) of each pass, the prefills first: the FLOPs of the
+        decoder's linear layers at each position, the LM head at each row's last position, and
+        attention's two products (scores and values) over the keys each query attends, as
+        ``torch.utils.flop_counter.FlopCounterMode`` counts them for the same shapes (tested);
+        the bytes of every weight the pass multiplies by (the LM head's included, the input
+        embedding's rows not) and of the cached keys and values it reads (the least a pass reads)."""
+        shape = _Shape.of(model)
+        out = []
+        for rows, width in self.prefills:  # every position attends over all `width` (the mask zeroes the rest)
+            out.append((2.0 * rows * width * shape.decoder_macs + 4.0 * shape.layers * rows * shape.heads * shape.head_dim * width * width,
+                        float(shape.decoder_bytes)))
+        for rows, keys in zip(self.rows, self.keys):
+            out.append((2.0 * rows * (shape.decoder_macs + shape.head_macs)
+                        + 4.0 * shape.layers * shape.heads * shape.head_dim * keys,
+                        float(shape.decoder_bytes + shape.head_bytes + keys * shape.kv_bytes_per_position)))
+        return out
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What a pass of ``model`` multiplies: the decoder's linear layers (multiply-adds per position,
+    bytes of weights and norms), the LM head's, its layers and attention heads, and the cache's bytes
+    per position."""
+
+    decoder_macs: int
+    decoder_bytes: int
+    head_macs: int
+    head_bytes: int
+    layers: int
+    heads: int
+    head_dim: int
+    kv_bytes_per_position: int
+
+    @classmethod
+    def of(cls, model: Any) -> _Shape:
+        from harness.replay import decoder_and_head
+
+        decoder, head, _ = decoder_and_head(model)
+        config = model.config.get_text_config(decoder=True)
+        embedding = decoder.get_input_embeddings().weight
+        linears = [m for m in decoder.modules() if isinstance(m, torch.nn.Linear)]
+        weights = [p for p in decoder.parameters() if p is not embedding]
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        size = head.weight.element_size()
+        return cls(decoder_macs=sum(m.weight.numel() for m in linears),
+                   decoder_bytes=sum(p.numel() * p.element_size() for p in weights),
+                   head_macs=head.weight.numel(), head_bytes=head.weight.numel() * size,
+                   layers=config.num_hidden_layers, heads=heads,
+                   head_dim=head_dim, kv_bytes_per_position=config.num_hidden_layers * 2 * kv_heads * head_dim * size)
+
+
+#: positions a decoding cache's buffers grow by (the attention reads the whole buffer, so a smaller
+#: step wastes less of its work; each growth copies the cache once)
+CACHE_GROWTH = 32
+
+
+@functools.cache
+def _preallocated_layer_class() -> type:
+    """A transformers ``DynamicLayer`` whose keys and values live in zero-filled buffers, written in
+    place and grown by :data:`CACHE_GROWTH` positions when full. ``update`` returns the whole
+    buffers, and the layer's length (``get_seq_length``, from which transformers sizes the mask)
+    says how much of them is filled: :func:`harness.attention.grouped_matmul_attention` reads the
+    keys up to the mask's width and gives the rest weight 0, which leaves every output bit equal to
+    attention over the filled keys alone (tested), without copying the cache at every step."""
+    from transformers.cache_utils import DynamicLayer
+
+    class PreallocatedLayer(DynamicLayer):
+        def __init__(self, limit: int) -> None:
+            super().__init__()
+            self.limit, self.length = limit, 0
+            self.keys = self.values = None
+
+        def _grow(self, need: int, key_states: Tensor, value_states: Tensor) -> None:
+            if need > self.limit:
+                raise RuntimeError(f"decoding cache full: {need} positions, at most {self.limit}")
+            size = min(self.limit, -(-need // CACHE_GROWTH) * CACHE_GROWTH)
+            b, h, _, d = key_states.shape
+            keys = key_states.new_zeros((b, h, size, d))
+            values = value_states.new_zeros((b, value_states.shape[1], size, value_states.shape[-1]))
+            if self.keys is not None and self.values is not None:
+                keys[:, :, :self.length] = self.keys[:, :, :self.length]
+                values[:, :, :self.length] = self.values[:, :, :self.length]
+            self.keys, self.values = keys, values
+            self.dtype, self.device, self.is_initialized = key_states.dtype, key_states.device, True
+
+        def update(self, key_states: Tensor, value_states: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+            n, new = self.length, key_states.shape[-2]
+            if self.keys is None or n + new > self.keys.shape[-2]:
+                self._grow(n + new, key_states, value_states)
+            self.keys[:, :, n:n + new] = key_states
+            self.values[:, :, n:n + new] = value_states
+            self.length = n + new
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return self.length
+
+    return PreallocatedLayer
+
+
+def preallocated_cache(model: Any, capacity: int, prefix: Any = None) -> Any:
+    """A transformers ``DynamicCache`` for ``model`` whose layers write in place into buffers of at
+    most ``capacity`` positions (:func:`_preallocated_layer_class`), holding ``prefix`` (a cache of the
+    prompts' first tokens, e.g. :func:`harness.backends.rollout.shared_prefill`'s) when given."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    n_layers = model.config.get_text_config(decoder=True).num_hidden_layers
+    layer = _preallocated_layer_class()
+    cache.layers = [layer(capacity) for _ in range(n_layers)]
+    if prefix is not None:
+        for layer, old in zip(cache.layers, prefix.layers):
+            if old.keys is not None and old.keys.numel():
+                layer.update(old.keys, old.values)
+    return cache
+
+
+def preallocated_cache_supported(model: Any) -> bool:
+    """Whether :func:`preallocated_cache` is exact for ``model``: its attention is
+    :mod:`harness.attention`'s grouped matmuls (which read a buffer only up to the mask's width)
+    and every layer is full attention without a sliding window (a layer whose cache keeps nothing
+    but keys and values). Other models decode on transformers' own ``DynamicCache``."""
+    from harness.attention import NAME
+
+    config = model.config.get_text_config(decoder=True)
+    types = set(getattr(config, "layer_types", None) or ["full_attention"])
+    window = getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True)
+    return getattr(config, "_attn_implementation", None) == NAME and types == {"full_attention"} and not window
+
+
+def logits_warpers(temperature: float, top_k: int | None, top_p: float) -> Any:
+    """transformers' own processors for the sampling settings, in ``generate``'s order
+    (temperature, top-k, top-p); an empty list for plain sampling at temperature 1."""
+    from transformers.generation.logits_process import (
+        LogitsProcessorList,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    warpers = LogitsProcessorList()
+    if temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(temperature))
+    if top_k:
+        warpers.append(TopKLogitsWarper(top_k=top_k))
+    if top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p=top_p))
+    return warpers
+
+
+@torch.no_grad()
+def decode(model: Any, ids: Tensor, mask: Tensor, *, max_new_tokens: int, eos: Sequence[int], pad_id: int,
+           sampled: bool, warpers: Any = None, cache: Any = None, stats: DecodeStats | None = None) -> Tensor:
+    """The generated tokens ``[B, steps]`` (``steps <= max_new_tokens``; a row after its first
+    end-of-turn token holds ``pad_id``) for the left-padded prompts ``ids``/``mask [B, L]``.
+
+    ``cache``: a :func:`preallocated_cache` already holding the first ``P < L`` positions of every
+    row (a shared prefill); the first pass then runs only the rest. ``sampled``: draw from the
+    softmax of the (warped) float32 logits, else take the argmax."""
+    b, width = ids.shape
+    past = cache.get_seq_length() if cache is not None else 0
+    if cache is None:
+        cache = preallocated_cache(model, width + max_new_tokens) if preallocated_cache_supported(model) else None
+    if cache is None:
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=model.config)
+    stops = torch.tensor(sorted({int(e) for e in eos}), device=ids.device)
+    positions = (mask.long().cumsum(-1) - 1).masked_fill_(mask == 0, 0)
+    inputs, pos, attention = ids[:, past:], positions[:, past:], mask
+    unfinished = torch.ones(b, dtype=torch.bool, device=ids.device)
+    out = ids.new_full((b, max_new_tokens), pad_id)
+    steps = 0
+    while steps < max_new_tokens:
+        logits = model(input_ids=inputs, attention_mask=attention, position_ids=pos, past_key_values=cache,
+                       use_cache=True, logits_to_keep=1).logits
+        if stats is not None:
+            stats.add(b, cache.get_seq_length())
+        scores = logits[:, -1].to(dtype=torch.float32, copy=True)
+        if sampled:
+            if warpers:
+                scores = warpers(None, scores)
+            token = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+        else:
+            token = torch.argmax(scores, dim=-1)
+        token = torch.where(unfinished, token, pad_id)
+        out[:, steps] = token
+        steps += 1
+        unfinished &= ~torch.isin(token, stops)
+        if not bool(unfinished.any()):
+            break
+        inputs = token[:, None]
+        pos = pos[:, -1:] + 1
+        attention = torch.cat([attention, attention.new_ones((b, 1))], dim=-1)
+    return out[:, :steps]
