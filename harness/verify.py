@@ -3,9 +3,11 @@ in one line whether they reproduce it.
 
 What runs: the record's ``config.json``, its seed included, on the local backend, in a temporary
 directory (the record itself is only read). Only execution fields change: ``output.dir``, no
-model export, no loggers, and no checkpoint (the loop stops after step N:
-:attr:`harness.training.run_loop.RunLoop.stop_after`). It takes about as long as the N steps took,
-plus loading the model and the data.
+model export, no loggers, no checkpoint (the loop stops after step N:
+:attr:`harness.training.run_loop.RunLoop.stop_after`), and, where the run chose its CPU threads by
+the host's load (``backend.local.threads 0``), the count it ran with (its provenance's
+``rollout.threads``: a reduction split over another number of threads may round otherwise). It
+takes about as long as the N steps took, plus loading the model and the data.
 
 What is compared: every key the record's rows hold in ``metrics.jsonl``, ``samples.jsonl`` and
 ``credit.jsonl`` (those the record has), steps 1 to N, nested values leaf by leaf, except the
@@ -155,7 +157,7 @@ class _Rerun(RunRecord):
         super().start(seed=seed, task_version=task_version, data_hash=data_hash, extra=extra)
 
 
-def _config(record: Path, out_dir: Path, steps: int) -> Any:
+def _config(record: Path, out_dir: Path, steps: int, prov: dict[str, Any]) -> Any:
     from harness.config import ConfigError, from_dict
 
     try:
@@ -170,6 +172,9 @@ def _config(record: Path, out_dir: Path, steps: int) -> Any:
     cfg.output.dir = str(out_dir)
     cfg.output.save_model = False
     cfg.output.loggers = []
+    threads = (prov.get("rollout") or {}).get("threads")
+    if not cfg.backend.local.threads and isinstance(threads, int) and threads > 0:
+        cfg.backend.local.threads = threads  # auto picked by the load then: the count the record ran with
     return cfg
 
 
@@ -180,7 +185,7 @@ def rerun(record: Path, steps: int, out_dir: Path) -> dict[str, Any]:
     from tasks.registry import make_task
 
     prov = read_json(record / "provenance.json")
-    cfg = _config(record, out_dir, steps)
+    cfg = _config(record, out_dir, steps, prov)
     task = make_task(cfg.task.name, **cfg.task.options)
     problem = task.data_problem(cfg.task.split, cfg.task.data_dir)
     if problem:

@@ -177,3 +177,15 @@ def test_the_verdict_allows_a_tolerance_only_for_the_same_arithmetic_on_another_
                                differences=[verify.Difference(1, "metrics.jsonl", k, a, b) for k, a, b in differences])
     got, line = verify.verdict(Path("r"), 2, result, BLOCK, here, (1.0, 1.2), ("1", "1"))
     assert (got, line.split(":")[0]) == (code, start), line
+
+
+def test_the_rerun_takes_the_thread_count_an_auto_run_chose(record, tmp_path):
+    """``backend.local.threads 0`` picks by the host's load; the rerun takes the count the record ran with."""
+    assert json.loads((record / "config.json").read_text())["backend"]["local"]["threads"] == 0
+    assert verify._config(record, tmp_path, 2, {"rollout": {"threads": 3}}).backend.local.threads == 3
+    assert verify._config(record, tmp_path, 2, {}).backend.local.threads == 0
+    copy = _copy(record, tmp_path)
+    config = json.loads((copy / "config.json").read_text())
+    config["backend"]["local"]["threads"] = 2
+    (copy / "config.json").write_text(json.dumps(config))
+    assert verify._config(copy, tmp_path, 2, {"rollout": {"threads": 3}}).backend.local.threads == 2
