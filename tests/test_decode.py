@@ -30,6 +30,11 @@ def _rollout_copy(tiny, dtype):
     return model
 
 
+def _multinomial(probs):
+    """generate's draw: one exponential variate per entry (torch.multinomial's single-sample path)."""
+    return torch.multinomial(probs, 1).squeeze(1)
+
+
 def _generate(model, rows, eos, pad, max_new_tokens, greedy, temperature=1.0, top_k=None, top_p=1.0):
     """transformers' generate on the same batch and shared prefill as rollout.sample (the reference)."""
     ids, mask = rollout.left_pad(rows, pad, torch.device("cpu"))
@@ -43,12 +48,13 @@ def _generate(model, rows, eos, pad, max_new_tokens, greedy, temperature=1.0, to
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("mode", ["greedy", "sampled", "warped"])
-def test_the_loop_draws_what_generate_draws(tiny, dtype, mode):
-    """For a seed, the loop's tokens are generate's (greedy; sampled at temperature 1; at temperature
-    0.7 with top-k 20 and top-p 0.9): the loop's arithmetic (forward passes, cache, packed linears,
-    logits, processors, draw) is generate's."""
+def test_the_loop_draws_what_generate_draws_with_generates_draw(tiny, monkeypatch, dtype, mode):
+    """With torch.multinomial as the draw, for a seed the loop's tokens are generate's (greedy; sampled
+    at temperature 1; at temperature 0.7 with top-k 20 and top-p 0.9): the loop's arithmetic (forward
+    passes, cache, packed linears, logits, processors) is generate's."""
     if dtype == torch.bfloat16 and not packing_available():
         pytest.skip("this torch has no oneDNN bf16 packed linear")
+    monkeypatch.setattr(decode, "draw", _multinomial)
     model = _rollout_copy(tiny, dtype)
     assert pack_linears(model) == (0 if dtype == torch.float32 else 2 * 7 + 1)
     rows = [p for p in PROMPTS for _ in range(4)]
@@ -66,6 +72,7 @@ def test_hidden_states_and_logits_are_generates(tiny, monkeypatch):
     """The kept sampling pass (what the replay reuses as P_all) is bit for bit the one generate makes."""
     model = _rollout_copy(tiny, torch.bfloat16)
     pack_linears(model)
+    monkeypatch.setattr(decode, "draw", _multinomial)
     rows = [p for p in PROMPTS for _ in range(3)]
     kept = {}
     for name in ("ours", "generate"):
@@ -152,6 +159,28 @@ def test_packed_linear_equals_linear_and_follows_weight_updates():
     assert counter.get_total_flops() == 2 * 15 * 40 * 24
     unpack_linears(model)
     assert "forward" not in layer.__dict__
+
+
+def test_the_draw_samples_each_entry_in_proportion_and_never_a_zero():
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    v = 700  # not a multiple of the block: padded
+    p = torch.softmax(torch.randn(v, generator=g) * 2, 0)
+    p[[0, 255, 256, 699]] = 0.0  # zeros at block edges and the row's end
+    p /= p.sum()
+    n, rows = 400_000, 2000
+    counts = torch.zeros(v, dtype=torch.float64)
+    for _ in range(n // rows):
+        counts += torch.bincount(decode.draw(p.expand(rows, -1).contiguous()), minlength=v).double()
+    assert counts[[0, 255, 256, 699]].sum() == 0
+    live = p > 0
+    expected = p.double()[live] * n
+    chi2 = float(((counts[live] - expected) ** 2 / expected).sum())
+    df = int(live.sum()) - 1
+    assert chi2 < df + 5 * (2 * df) ** 0.5  # about 5 standard deviations of the chi-square
+    one = torch.zeros(3, 513)
+    one[0, 512], one[1, 0], one[2, 300] = 1.0, 1.0, 1.0  # all mass on one entry, wherever it is
+    assert decode.draw(one).tolist() == [512, 0, 300]
 
 
 def test_decode_stats_count_the_flops_flop_counter_counts(tiny, monkeypatch):

@@ -1,7 +1,11 @@
 """The training step's behaviour pinned on fixed seeds: tiny local runs (``tiny-random`` on the toy
 task) must write the ``metrics.jsonl``, ``samples.jsonl`` and ``credit.jsonl`` rows stored under
-``tests/data/step_golden/``, which were written by the commit before the step was written once
-(``harness/training/step.py``), so the move changed nothing a run records.
+``tests/data/step_golden/``. They were first written by the commit before the step was written once
+(``harness/training/step.py``), so the move changed nothing a run records, and regenerated on purpose
+when the local sampler's draw became inverse-CDF sampling (``harness/backends/decode.py``: a seed
+draws other tokens from the same distribution) and the update's micro-batches came to hold one
+prompt each, run once (``harness/backends/loss.py``: the same gradient up to rounding); with
+``torch.multinomial`` as the draw and the earlier micro-batches, the earlier rows reproduce exactly.
 
 Compared: every key of every stored row, apart from the ``time_*`` keys (wall-clock seconds, the
 one thing that differs between two runs of the same seed); keys a newer step adds are allowed.

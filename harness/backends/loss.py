@@ -21,18 +21,20 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from harness.replay import decoder_and_head, head_logits
+from harness.replay import decoder_and_head, head_logits, unwrap
 
 
 @dataclass
 class MicroBatch:
-    """Left-padded prompts followed by right-padded responses: ids [b, Lp + T]."""
+    """Left-padded prompts followed by right-padded responses: ids [b, Lp + T]. ``shared_prompt``:
+    every row has the same prompt (no padding in it), which the forward pass then runs once."""
 
     input_ids: Tensor
     attention_mask: Tensor
     response_ids: Tensor  # [b, T]
     response_mask: Tensor  # [b, T] bool
     prompt_width: int
+    shared_prompt: bool = False
 
     @property
     def T(self) -> int:
@@ -53,7 +55,8 @@ def make_micro_batch(prompts: list[list[int]], responses: list[list[int]], T: in
             ids[i, Lp:Lp + len(r)] = torch.tensor(r, dtype=torch.long)
             attn[i, Lp:Lp + len(r)] = 1
             rmask[i, :len(r)] = True
-    return MicroBatch(ids.to(device), attn.to(device), ids[:, Lp:].to(device), rmask.to(device), Lp)
+    shared = b > 1 and Lp > 0 and all(list(p) == list(prompts[0]) for p in prompts)
+    return MicroBatch(ids.to(device), attn.to(device), ids[:, Lp:].to(device), rmask.to(device), Lp, shared)
 
 
 def response_logits(model: Any, mb: MicroBatch, temperature: float = 1.0) -> Tensor:
@@ -70,11 +73,34 @@ def response_logits(model: Any, mb: MicroBatch, temperature: float = 1.0) -> Ten
 
 def _response_hidden(model: Any, mb: MicroBatch) -> tuple[Tensor, Any, float | None]:
     """Final hidden states [b, T, H] at the positions predicting the response tokens, the LM head
-    and its soft-cap."""
+    and its soft-cap. A prompt every row shares runs once (:func:`_shared_prompt_hidden`)."""
     decoder, head, cap = decoder_and_head(model)
+    if mb.shared_prompt and not getattr(unwrap(model), "is_gradient_checkpointing", False):
+        return _shared_prompt_hidden(decoder, mb), head, cap
     pos = (mb.attention_mask.cumsum(-1) - 1).clamp_min(0)
     hidden = decoder(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=pos).last_hidden_state
     return hidden[:, mb.prompt_width - 1:mb.prompt_width - 1 + mb.T], head, cap
+
+
+def _shared_prompt_hidden(decoder: Any, mb: MicroBatch) -> Tensor:
+    """The hidden states of :func:`_response_hidden` when every row has the same prompt: the prompt
+    runs through the decoder once, its keys and values are expanded to the ``b`` rows, and each row
+    runs only its response but the last token on top of them (its last output predicts nothing the
+    loss reads). The gradient reaches the prompt's pass through the expanded keys and values, summed
+    over the rows, as it sums over the rows' own prompt passes otherwise: the same loss and gradient
+    with the prompt's FLOPs once instead of ``b`` times (rounding aside)."""
+    b, lp, T = mb.input_ids.shape[0], mb.prompt_width, mb.T
+    out = decoder(input_ids=mb.input_ids[:1, :lp], use_cache=True)
+    first = out.last_hidden_state[:, -1:].expand(b, 1, -1)  # predicts each row's first response token
+    if T == 1:
+        return first
+    cache = out.past_key_values
+    for layer in cache.layers:
+        layer.keys, layer.values = layer.keys.expand(b, -1, -1, -1), layer.values.expand(b, -1, -1, -1)
+    pos = torch.arange(lp, lp + T - 1, device=mb.input_ids.device).expand(b, -1)
+    rest = decoder(input_ids=mb.input_ids[:, lp:lp + T - 1], attention_mask=mb.attention_mask[:, :lp + T - 1],
+                   position_ids=pos, past_key_values=cache, use_cache=True).last_hidden_state
+    return torch.cat([first, rest], dim=1)
 
 
 def response_logprobs(model: Any, mb: MicroBatch, temperature: float = 1.0,

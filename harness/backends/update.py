@@ -152,11 +152,19 @@ class PolicyUpdate:
             tot.ratio_max = max(tot.ratio_max, terms.ratio_max)
 
     def _micro(self, idx: list[int], rollouts: Sequence[Rollout]) -> list[list[int]]:
-        """Micro-batches of ``micro_batch_size`` sequences, of similar lengths (sorted by prompt plus
-        response length: less padding; the accumulated gradient is the same sum in any order)."""
+        """Micro-batches of ``micro_batch_size`` sequences of one prompt each (its group's responses,
+        so the forward pass runs the prompt once: :func:`harness.backends.loss.make_micro_batch`),
+        of similar response lengths (less padding); the accumulated gradient is the same sum in any
+        order."""
         size = max(1, self.optim.micro_batch_size)
-        idx = sorted(idx, key=lambda j: (len(rollouts[j].prompt_ids) + len(rollouts[j].response_ids), j))
-        return [idx[i:i + size] for i in range(0, len(idx), size)]
+        by_prompt: dict[tuple[int, ...], list[int]] = {}
+        for j in idx:
+            by_prompt.setdefault(tuple(rollouts[j].prompt_ids), []).append(j)
+        out: list[list[int]] = []
+        for members in by_prompt.values():
+            members = sorted(members, key=lambda j: (len(rollouts[j].response_ids), j))
+            out += [members[i:i + size] for i in range(0, len(members), size)]
+        return out
 
     def _mb(self, rollouts: Sequence[Rollout], idx: list[int]) -> Any:
         """The micro-batch, as wide as its own longest prompt and response."""
