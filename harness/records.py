@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import ConfigError, RunConfig, from_dict, model_slug
+from harness.numerics import at_start
 from mrbench_core.errors import DataError
 from mrbench_core.jsonio import atomic_write_json, atomic_write_text, iter_jsonl, read_text
 
@@ -85,10 +86,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def git_commit(cwd: Path | None = None) -> dict[str, Any]:
     cwd = cwd or Path(__file__).resolve().parent.parent
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=False,
                              timeout=10).stdout.strip()
         dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                                    capture_output=True, text=True, timeout=10).stdout.strip())
+                                    capture_output=True, text=True, timeout=10, check=False).stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     return {"commit": sha or None, "dirty": dirty if sha else None}
@@ -326,8 +327,6 @@ class RunRecord:
         atomic_write_json(self.path / "provenance.json", prov)
 
     def start(self, *, seed: int, task_version: str, data_hash: str, extra: dict[str, Any] | None = None) -> None:
-        from harness.numerics import at_start
-
         prov = self.provenance()
         fresh = not prov.get("started")  # nothing started yet (a stop before the start left only its status)
         if fresh:
@@ -340,7 +339,11 @@ class RunRecord:
         previous = prov.get("numerics")
         prov.update(self.start_fields)
         prov.update(extra or {})
-        prov["numerics"] = at_start(prov, previous, (extra or {}).get("numerics"), fresh)  # harness.numerics
+        # the numerics block (harness.numerics) names this session's commit and versions: a fresh
+        # run's are those just recorded, a resumed one's are read again
+        git, versions = ((prov.get("git") or {}, prov.get("versions") or {}) if fresh
+                         else (git_commit(), library_versions()))
+        prov["numerics"] = at_start(previous, (extra or {}).get("numerics"), git, versions, fresh=fresh)
         atomic_write_json(self.path / "provenance.json", prov)
 
     def finish(self, summary: dict[str, Any] | None = None) -> None:

@@ -5,8 +5,8 @@ own commit, and store the blocks beside the records (records are immutable).
 
 For every commit the records under a root name (``provenance.json``'s ``git.commit``), a temporary
 git worktree at that commit (outside the repository, removed afterwards) runs this checkout's
-``harness/numerics_probe.py``, unchanged, against that commit's code, on this machine and in this
-Python environment. Each record's block (:mod:`harness.numerics`) gets the fingerprint of its
+``harness/numerics_probe.py``, unchanged, against that commit's code (its ``digests`` called with
+that commit's ``LocalBackend``), on this machine and in this Python environment. Each record's block (:mod:`harness.numerics`) gets the fingerprint of its
 commit, ``"fingerprint_source": "computed-afterwards"``, the commit, dirty flag, versions, dtypes and
 kernels its own provenance names, and this machine's device class (the records' provenance names no
 CPU model); ``computed`` says where and with which library versions it was computed. A record's
@@ -30,22 +30,18 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.numerics import (  # this checkout's (the path above)
-    SIDECAR,
-    SOURCE_AFTERWARDS,
-    device_class,
-    device_info,
-    fingerprint_of,
-    from_provenance,
-    library_versions,
-)
+from harness.fingerprint import library_versions  # this checkout's (the path above)
+from harness.numerics import SIDECAR, SOURCE_AFTERWARDS, device_class, device_info, fingerprint_of, from_provenance
 from harness.numerics_probe import PROBE_VERSION
 
 PROBE = REPO / "harness" / "numerics_probe.py"
-#: run in the worktree: its own harness must be the one imported, then the probe's main
-CHILD = ("import pathlib, runpy, sys; import harness; "
+#: run in the worktree: its own harness must be the one imported; then this checkout's probe steps
+#: through that harness's local backend, and the last line printed holds the digests
+CHILD = ("import json, pathlib, runpy; import harness; "
          "here = pathlib.Path.cwd().resolve(); assert pathlib.Path(harness.__file__).resolve().is_relative_to(here), "
-         "harness.__file__; sys.argv = ['numerics_probe']; runpy.run_path({probe!r}, run_name='__main__')")
+         "harness.__file__; from harness.backends.local import LocalBackend; probe = runpy.run_path({probe!r}); "
+         "print(json.dumps({{'probe_version': probe['PROBE_VERSION'], 'digests': probe['digests']('cpu', LocalBackend)}}, "
+         "sort_keys=True))")
 
 
 def records(root: Path) -> list[Path]:
@@ -96,7 +92,7 @@ def block_for(prov: dict[str, Any], digests: dict[str, str] | None, why: str, he
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        print("usage: " + __doc__.strip().splitlines()[3].strip(), file=sys.stderr)  # the line after the summary
         return 2
     info = device_info("cpu")
     here = {"device_class": device_class(info), "device": info,

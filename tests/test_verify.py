@@ -23,7 +23,7 @@ import pytest
 import torch
 from torch_fixtures import one_torch_thread  # noqa: F401  (a fixture)
 
-from harness import numerics, verify
+from harness import fingerprint, verify
 from harness.cli import main
 
 TESTS = Path(__file__).parent
@@ -78,7 +78,7 @@ def test_twin_runs_in_two_processes_record_identical_rows(record, tmp_path):
             "--schedule.checkpoint_every", "1", "--schedule.log_samples", "2", "--algo.warmup_steps", "0",
             "--output.dir", str(out)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p),
-           numerics.CACHE_ENV: str(tmp_path / "empty-cache")}  # it probes beside its run
+           fingerprint.CACHE_ENV: str(tmp_path / "empty-cache")}  # it probes beside its run
     done = subprocess.run([sys.executable, "-c", CHILD, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -32,7 +32,9 @@ from harness.backends.local_engine import MASTER_DTYPE, LocalEngine
 from harness.backends.rollout import greedy_texts
 from harness.backends.vllm_rollout import vllm_refusal, vllm_unavailable
 from harness.config import RunConfig
+from harness.fingerprint import run_fingerprint
 from harness.models import chat_prompt_ids, generation_bytes
+from harness.numerics import measured
 from harness.replay import unwrap
 from harness.system import native_bf16
 from harness.training.run_loop import RunLoop
@@ -90,9 +92,8 @@ class LocalBackend(LocalEngine, Backend):
 
     def numerics_info(self) -> dict[str, Any]:
         """This run's part of the record's numerics block (:func:`harness.numerics.measured`: the
-        fingerprint of this code on this device, the dtypes and the kernels)."""
-        from harness.numerics import measured
-
+        fingerprint of this code on this device, probed through this backend's step, the dtypes
+        and the kernels)."""
         rollout = str(self.rollout_dtype).removeprefix("torch.")
         dtypes = {"rollout": rollout, "replay_head": "float32" if self.replay_head_float32() else rollout,
                   "update": str(self.train_dtype).removeprefix("torch."),
@@ -100,7 +101,7 @@ class LocalBackend(LocalEngine, Backend):
         kernels = {"generator": self.generator_name, "attention": self.rollout_attention_name,
                    "replay_batching": "exact" if self.exact_replay_batches() else "padded",
                    "threads": torch.get_num_threads()}
-        return measured(self.device, dtypes, kernels)
+        return measured(self.device, dtypes, kernels, found=run_fingerprint(self.device, LocalBackend))
 
     def update_info(self) -> dict[str, Any]:
         """How the update computes: ``model.train_dtype`` as given and resolved (bf16 mixed precision
