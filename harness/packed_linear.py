@@ -43,16 +43,29 @@ def packing_available() -> bool:
         return False
 
 
+class _Packed:
+    """A layer's reordered weight and the key it was reordered for. A deep copy of the layer gets none
+    and reorders its own weight at its first call: oneDNN's blocked tensor has no storage to copy."""
+
+    __slots__ = ("key", "weight")
+
+    def __init__(self, key: tuple[int, int], weight: Tensor):
+        self.key, self.weight = key, weight
+
+    def __deepcopy__(self, memo: dict) -> None:
+        return None
+
+
 def _packed_forward(self: nn.Linear, x: Tensor) -> Tensor:
     weight = self.weight
     if torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad) or x.dtype != weight.dtype:
         return nn.functional.linear(x, weight, self.bias)
     key = (weight.data_ptr(), weight._version)
     packed = getattr(self, _PACKED, None)
-    if packed is None or packed[0] != key:
-        packed = (key, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 16))
+    if packed is None or packed.key != key:
+        packed = _Packed(key, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 16))
         object.__setattr__(self, _PACKED, packed)
-    return torch.ops.mkldnn._linear_pointwise(x, packed[1], self.bias, "none", [], "")
+    return torch.ops.mkldnn._linear_pointwise(x, packed.weight, self.bias, "none", [], "")
 
 
 @functools.cache

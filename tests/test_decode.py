@@ -161,6 +161,25 @@ def test_packed_linear_equals_linear_and_follows_weight_updates():
     assert "forward" not in layer.__dict__
 
 
+def test_a_packed_model_deep_copies_and_its_copy_packs_its_own_weight():
+    """oneDNN's blocked weight has no storage to copy: a deep copy of a used packed model
+    (bench/replay_int8_agreement.py copies the rollout copy) gets none and reorders at its first call."""
+    import copy
+
+    if not packing_available():
+        pytest.skip("this torch has no oneDNN bf16 packed linear")
+    g = torch.Generator().manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 16).bfloat16().requires_grad_(False))
+    assert pack_linears(model) == 1
+    x = torch.randn(4, 32, generator=g).bfloat16()
+    expected = model(x)  # the original now holds a reordered weight
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        twin[0].weight.mul_(2)
+    assert torch.equal(twin(x), torch.nn.functional.linear(x, twin[0].weight, twin[0].bias))
+    assert torch.equal(model(x), expected)  # the original's weight and packed copy untouched
+
+
 def test_the_draw_samples_each_entry_in_proportion_and_never_a_zero():
     g = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
