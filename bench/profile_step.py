@@ -1,7 +1,8 @@
-"""Where the main job's training time goes: its steps timed by phase, optionally under torch.profiler.
+"""Where the main job's training time goes: its steps timed by phase, each phase against its floor
+on this host (a roofline), optionally under torch.profiler.
 
     .venv/bin/python bench/profile_step.py [--profile STEP] [--top 8] [--keep DIR] [--bandwidth GBPS]
-        [run overrides ...]
+        [--count-steps N] [run overrides ...]
 
 Runs the training part of ``mrbench run`` with the given overrides (none: the main job, SmolLM2-135M
 on ifollow, 4 steps of 2 prompts x 8 responses, MRTPO) through the local backend into a temporary
@@ -13,8 +14,16 @@ record (``--keep DIR``: into DIR, kept), without the end-of-run evaluation, and 
   steps from the metrics rows' ``time_<phase>``, each phase's seconds and share of the steps:
   generation, scoring, replay, credit log, update (with the advantages and the rollout copy's
   sync), the rest (checkpoints and bookkeeping), and the mean replayed share of pairs;
-- generation per decoding step against the memory-bandwidth bound of reading the rollout
-  weights once per step (their bytes over the read bandwidth, measured after training or given);
+- the roofline, every figure from this run: the host's memory read bandwidth (a sum over 1 GB, the
+  run's threads; ``--bandwidth`` gives it instead) and its fastest matrix-product rate at the
+  model's own shapes (``roofline.gemm_rate``: bf16, and float32 where the update computes in it),
+  measured after training; for generation, the bytes its passes must read (weights and the cached
+  keys and values, ``roofline.sampling_passes``) at that bandwidth and their FLOPs at that rate;
+  for the replay and the update, their matrix-product FLOPs (``FlopCounterMode``, each step's
+  phase run again after training on the same arguments, ``phase_flops.py``; ``--count-steps N``:
+  the last N steps only) at that rate. A phase's floor is pass by pass the larger of its bandwidth
+  and compute times; the table gives both, the floor, the measured seconds and their ratio, and
+  scoring, the credit log, the rest of the steps and everything outside them in seconds;
 - with ``--profile STEP``: that step under torch.profiler (CPU), and for each phase (the backend marks
   them ``mrbench/<phase>``) the operators with the most self time, as shares of that phase.
 
@@ -24,6 +33,8 @@ The figures of issue 25 (main job's training seconds and split, default path and
     .venv/bin/python bench/profile_step.py --model.train_dtype float32
 
 each in its own run on an otherwise idle machine. The last line is ``train_seconds <value>``.
+The roofline of an older commit: copy this file, ``roofline.py`` and ``phase_flops.py`` into a
+checkout of it (they use nothing newer of the harness) and run it there.
 """
 
 from __future__ import annotations
@@ -39,6 +50,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from phase_flops import PhaseCapture
+from roofline import gemm_rate, read_bandwidth, roofline
 
 from harness.backends.local import LocalBackend
 from harness.cli import _split_overrides
@@ -76,39 +92,52 @@ def phase_ops(prof: torch.profiler.profile, top: int) -> dict[str, tuple[float, 
     return out
 
 
-def read_bandwidth(megabytes: int = 1024, repeats: int = 5) -> float:
-    """Bytes per second this process reads from memory: the fastest of ``repeats`` sums over a
-    float32 tensor of ``megabytes`` (far larger than the caches), with torch's current threads."""
-    x = torch.ones(megabytes * (1 << 20) // 4)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        float(x.sum())
-        best = min(best, time.perf_counter() - t0)
-    return x.numel() * 4 / best
-
-
-def weight_bytes(model: torch.nn.Module) -> int:
-    """Bytes of the model's parameters (a tied LM head counted once): what one decoding step reads."""
-    return sum(p.numel() * p.element_size() for p in model.parameters())
-
-
-def decoding_bound(backend: LocalBackend, cfg, metrics: list[dict], bandwidth: float) -> None:
-    """Generation per decoding step against the memory-bandwidth bound of reading the weights once
-    per step: t >= W / BW (the KV cache adds 2 x layers x kv_heads x head_dim x bytes per cached
-    token on top). All G x prompts sequences advance one token per step."""
-    W = weight_bytes(backend.rollout_model)
-    steps = cfg.sampling.max_new_tokens  # decoding steps when some response runs to the limit
-    truncated = all(m.get("truncated_rate", 0) > 0 for m in metrics)
-    per_step = sum(m["time_generate"] for m in metrics) / len(metrics) / steps
-    sequences = cfg.sampling.prompts_per_step * cfg.sampling.group_size
-    bound = W / bandwidth
-    print(f"generation: {W / 1e6:.0f} MB of {backend.rollout_dtype} weights read per decoding step; read "
-          f"bandwidth {bandwidth / 1e9:.1f} GB/s -> bound {bound * 1e3:.1f} ms per decoding step "
-          f"({bound / sequences * 1e3:.2f} ms per token of {sequences} sequences); measured "
-          f"{per_step * 1e3:.1f} ms per decoding step ({per_step / sequences * 1e3:.2f} ms per token) = "
-          f"{per_step / bound:.1f}x the bound" + ("" if truncated else f" (an upper estimate: {steps} decoding steps "
-                                                   f"assumed, some steps ended earlier)"))
+def print_roofline(backend: LocalBackend, cfg, metrics: list[dict], capture: PhaseCapture, counted: list[int],
+                   bandwidth: float, outside: float) -> None:
+    """The roofline table (see the module docstring)."""
+    threads = torch.get_num_threads()
+    rollout_rate, rollout_shape = gemm_rate(backend.rollout_model)
+    compute = getattr(backend, "update", None) and backend.update_info()["compute_dtype"]
+    if compute == "float32" and backend.rollout_dtype != torch.float32:
+        update_rate, update_shape = gemm_rate(backend.policy, dtype=torch.float32)
+    else:  # bf16 autocast multiplies in bf16, at the rollout copy's shapes
+        update_rate, update_shape = rollout_rate, rollout_shape
+    print(f"roofline ({threads} threads, measured after training in this run): memory read bandwidth "
+          f"{bandwidth / 1e9:.1f} GB/s; fastest matrix-product rate {rollout_rate:.0f} GFLOP/s "
+          f"({rollout_shape})" + ("" if update_shape == rollout_shape else
+                                  f", {update_rate:.0f} GFLOP/s for the update ({update_shape})"))
+    passes = [p for step in capture.generation_passes(backend.rollout_model) for p in step]
+    gen_time = sum(m["time_generate"] for m in metrics)
+    rows = [("generate", *roofline(passes, bandwidth, rollout_rate * 1e9), sum(p.bytes for p in passes),
+             sum(p.flops for p in passes), gen_time)]
+    flops = capture.count(counted)
+    label = "" if len(counted) == len(metrics) else f" (steps {', '.join(str(i + 1) for i in counted)})"
+    for phase, rate in (("replay", rollout_rate), ("update", update_rate)):
+        total = sum(f[phase] for f in flops.values())
+        measured = sum(metrics[i][f"time_{phase}"] for i in counted)
+        rows.append((phase + label, None, total / (rate * 1e9), total / (rate * 1e9), None, total, measured))
+    print(f"  {'phase':<20} {'bytes read':>10} {'at bandwidth':>12} {'FLOPs':>11} {'at the rate':>11} "
+          f"{'floor':>8} {'measured':>9} {'ratio':>7}")
+    for name, read, comp, floor, nbytes, nflops, measured in rows:
+        ratio = f"{measured / floor:6.2f}x" if floor else "      -"
+        print(f"  {name:<20} {f'{nbytes / 1e9:.2f} GB' if nbytes else '-':>10} "
+              f"{f'{read:.2f} s' if read is not None else '-':>12} {nflops / 1e12:8.3f} TF {comp:9.2f} s "
+              f"{floor:6.2f} s {measured:7.2f} s {ratio}")
+    decoding = [p for p in passes if p.decoding]
+    if decoding:
+        n = len(decoding)
+        mean_bytes, mean_flops = sum(p.bytes for p in decoding) / n, sum(p.flops for p in decoding) / n
+        floor = sum(max(p.bytes / bandwidth, p.flops / (rollout_rate * 1e9)) for p in decoding) / n
+        print(f"  per decoding pass ({n} passes): {mean_bytes / 1e6:.0f} MB read ({mean_bytes / bandwidth * 1e3:.1f} ms "
+              f"at the bandwidth), {mean_flops / 1e9:.2f} GFLOP ({mean_flops / (rollout_rate * 1e6):.1f} ms at the "
+              f"rate), floor {floor * 1e3:.1f} ms; generation seconds per pass {gen_time / n * 1e3:.1f} ms "
+              f"(the prefills included)")
+    for phase in ("score", "credit"):
+        print(f"  {phase:<20} {sum(m.get(f'time_{phase}', 0.0) for m in metrics):52.2f} s (no floor)")
+    steps = sum(m["time_step"] for m in metrics)
+    rest = steps - sum(sum(m.get(f"time_{p}", 0.0) for m in metrics) for p in PHASES)
+    print(f"  {'rest of the steps':<20} {rest:52.2f} s (no floor)")
+    print(f"  {'outside the steps':<20} {outside:52.2f} s (model load, data, checkpoints; no floor)")
 
 
 def main() -> int:
@@ -118,14 +147,17 @@ def main() -> int:
                     "(0: no profiler; a whole run's events take several GB)")
     ap.add_argument("--top", type=int, default=8, help="operators listed per phase with --profile")
     ap.add_argument("--keep", help="write the record here and keep it (default: a temporary directory)")
-    ap.add_argument("--bandwidth", type=float, default=0.0, help="memory read bandwidth in GB/s for the decoding "
-                    "bound (0: measured here, after training, with the run's threads)")
+    ap.add_argument("--bandwidth", type=float, default=0.0, help="memory read bandwidth in GB/s for the roofline "
+                    "(0: measured here, after training, with the run's threads)")
+    ap.add_argument("--count-steps", type=int, default=0, metavar="N", help="count the replay's and the update's "
+                    "FLOPs of the last N steps only (0: every step; counting runs those phases again)")
     args, extra = ap.parse_known_args()
     with contextlib.ExitStack() as stack:
         out_dir = args.keep or stack.enter_context(tempfile.TemporaryDirectory(prefix="mrbench-profile-"))
         cfg = resolve(None, _split_overrides([*extra, "--output.dir", str(Path(out_dir) / "record")]))
         plan = preflight(cfg)
         backend = LocalBackend(cfg, plan.task, plan.algorithm)
+        capture = PhaseCapture(backend)
         rec = RunRecord.open(cfg)
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if args.profile else None
         run_step = RunLoop.run_step
@@ -167,7 +199,9 @@ def main() -> int:
             wall = metrics[args.profile - 1].get(f"time_{phase}", 0.0)
             print(f"{phase}: operators {total:.1f} s of {wall:.1f} s; "
                   + "; ".join(f"{op} {share:.0%}" for op, _, share in ops))
-    decoding_bound(backend, cfg, metrics, args.bandwidth * 1e9 or read_bandwidth())
+    counted = list(range(len(metrics)))[-args.count_steps:] if args.count_steps else list(range(len(metrics)))
+    print_roofline(backend, cfg, metrics, capture, counted, args.bandwidth * 1e9 or read_bandwidth(),
+                   train_seconds - steps)
     print(f"train_seconds {train_seconds:.1f}")
     return 0
 

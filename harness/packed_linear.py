@@ -102,6 +102,12 @@ def pack_linears(model: Any) -> int:
     return switched
 
 
+def is_packed(module: nn.Module) -> bool:
+    """Whether ``module`` computes with the packed forward (:func:`pack_linears`)."""
+    return type(module) is nn.Linear and module.__dict__.get("forward") is not None and \
+        getattr(module.__dict__["forward"], "__func__", None) is _packed_forward
+
+
 def unpack_linears(model: Any) -> None:
     """Back to ``nn.Linear``'s own forward, the reordered weights released."""
     for module in model.modules():

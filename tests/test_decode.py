@@ -1,7 +1,7 @@
 """The local sampler's decoding loop (harness/backends/decode.py) and what it runs on: the same
 tokens, hidden states and logits as transformers' ``generate`` where the draw is the same, the
 preallocated cache's attention equal to attention over the filled keys alone, the packed bf16 linear
-layers equal to ``linear``, the two-level draw's distribution, and the FLOP counts of a sampling."""
+layers equal to ``linear``, and the two-level draw's distribution."""
 
 from __future__ import annotations
 
@@ -202,21 +202,53 @@ def test_the_draw_samples_each_entry_in_proportion_and_never_a_zero():
     assert decode.draw(one).tolist() == [512, 0, 300]
 
 
-def test_decode_stats_count_the_flops_flop_counter_counts(tiny, monkeypatch):
-    """The analytic counts of a sampling (prefill and every pass) equal FlopCounterMode's for the same
-    run (on transformers' dynamic cache, where attention reads only the filled keys)."""
-    model = _rollout_copy(tiny, torch.float32)
-    monkeypatch.setattr(rollout, "preallocated_cache_supported", lambda m: False)
-    monkeypatch.setattr(decode, "preallocated_cache_supported", lambda m: False)
-    rows = [p for p in PROMPTS for _ in range(3)]
-    stats = decode.DecodeStats()
-    torch.manual_seed(2)
-    with FlopCounterMode(display=False) as counter:
-        out = rollout.sample(model, tiny.tokenizer, rows, [tiny.tokenizer.eos_token_id], max_new_tokens=7,
-                             temperature=1.0, stats=stats)
-    passes = stats.passes(model)
-    assert stats.prefills == [(2, 5)] and stats.decoding_passes == max(len(r) for r, _ in out)
-    assert sum(f for f, _ in passes) == counter.get_total_flops()
-    layers = model.config.num_hidden_layers
-    kv = layers * 2 * model.config.num_key_value_heads * (model.config.hidden_size // 4) * 4
-    assert passes[1][1] - passes[0][1] == model.lm_head.weight.numel() * 4 + stats.keys[0] * kv
+def _qwen2_tiny():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         tie_word_embeddings=True)
+    torch.manual_seed(4)
+    model = Qwen2ForCausalLM(config)
+    with torch.no_grad():
+        for layer in model.model.layers:  # biases on the query, key and value projections
+            layer.self_attn.q_proj.bias.normal_()
+            layer.self_attn.k_proj.bias.normal_()
+    return model
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_the_decoding_step_is_the_models_forward_bit_for_bit(tiny, family):
+    """The fewer-operations pass (harness/backends/decode_step.py) gives the model's logits and final
+    hidden states, and writes the same keys and values, over a left-padded batch with a cache."""
+    from harness.backends.decode_step import DecodeStep
+
+    base = tiny.model if family == "llama" else _qwen2_tiny()
+    model = cast_weights(copy.deepcopy(base), torch.bfloat16).eval().requires_grad_(False)
+    use_for_rollout(model, "auto")
+    assert not DecodeStep.supports(model)  # its linear layers are not packed yet
+    pack_linears(model)
+    assert DecodeStep.supports(model) and decode.decode_step_for(model) is decode.decode_step_for(model)
+    rows = [p for p in PROMPTS for _ in range(2)]
+    ids, mask = rollout.left_pad(rows, 0, torch.device("cpu"))
+    pos = (mask.cumsum(-1) - 1).clamp_min(0)
+    caches = [decode.preallocated_cache(model, ids.shape[1] + 4) for _ in range(2)]
+    step = decode.decode_step_for(model)
+    with torch.no_grad():
+        for cache in caches:
+            model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], past_key_values=cache)
+        hidden = []
+        hook = model.model.norm.register_forward_hook(lambda m, i, o: hidden.append(o.clone()))
+        token, attention, p = ids[:, -1:], mask, pos[:, -1:]
+        for _ in range(3):
+            ours = step(token, attention, p, caches[0])
+            theirs = model(input_ids=token, attention_mask=attention, position_ids=p, past_key_values=caches[1],
+                           logits_to_keep=1).logits
+            assert torch.equal(ours, theirs) and torch.equal(hidden[-2], hidden[-1])
+            token, p = ours[:, -1].argmax(-1, keepdim=True), p + 1
+            attention = torch.cat([attention, attention.new_ones((len(rows), 1))], dim=-1)
+        hook.remove()
+    for a, b in zip(caches[0].layers, caches[1].layers):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+    model.train()
+    assert not DecodeStep.supports(model)

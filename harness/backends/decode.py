@@ -22,93 +22,19 @@ Two things differ:
   ``generate``'s dynamic cache concatenates each layer's whole cache again at every step (a fifth
   of a CPU decoding step of the main job in a profile, the fresh allocations included).
 
-:class:`DecodeStats` records what the loop ran (prefills, passes, rows, keys attended), from which
-a benchmark counts each pass's FLOPs and bytes (``bench/profile_step.py``'s roofline).
+What a sampling runs (its passes, rows and keys) follows from its prompts and response lengths;
+``bench/roofline.py`` counts each pass's FLOPs and bytes from them (``bench/profile_step.py``).
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
-
-
-@dataclass
-class DecodeStats:
-    """What the decoding loops of one sampling ran: the prefill passes before them (rows x
-    positions each: :func:`harness.backends.rollout.shared_prefill`), then each forward pass of the
-    loop (the prompts' last tokens, then one per decoding step) with its rows and the key positions
-    its rows attended over, summed (:meth:`passes`: FLOPs and bytes per pass, for a roofline)."""
-
-    prefills: list[tuple[int, int]] = field(default_factory=list)
-    rows: list[int] = field(default_factory=list)
-    keys: list[int] = field(default_factory=list)  # per pass: keys attended, summed over its rows
-
-    def add(self, rows: int, keys: int) -> None:
-        self.rows.append(rows)
-        self.keys.append(rows * keys)
-
-    @property
-    def decoding_passes(self) -> int:
-        return len(self.rows)
-
-    def passes(self, model: Any) -> list[tuple[float, float]]:
-        """(matrix-product FLOPs, bytes read) of each pass, the prefills first: the FLOPs of the
-        decoder's linear layers at each position, the LM head at each row's last position, and
-        attention's two products (scores and values) over the keys each query attends, as
-        ``torch.utils.flop_counter.FlopCounterMode`` counts them for the same shapes (tested);
-        the bytes of every weight the pass multiplies by (the LM head's included, the input
-        embedding's rows not) and of the cached keys and values it reads (the least a pass reads)."""
-        shape = _Shape.of(model)
-        out = []
-        for rows, width in self.prefills:  # every position attends over all `width` (the mask zeroes the rest)
-            out.append((2.0 * rows * width * shape.decoder_macs + 4.0 * shape.layers * rows * shape.heads * shape.head_dim * width * width,
-                        float(shape.decoder_bytes)))
-        for rows, keys in zip(self.rows, self.keys):
-            out.append((2.0 * rows * (shape.decoder_macs + shape.head_macs)
-                        + 4.0 * shape.layers * shape.heads * shape.head_dim * keys,
-                        float(shape.decoder_bytes + shape.head_bytes + keys * shape.kv_bytes_per_position)))
-        return out
-
-
-@dataclass(frozen=True)
-class _Shape:
-    """What a pass of ``model`` multiplies: the decoder's linear layers (multiply-adds per position,
-    bytes of weights and norms), the LM head's, its layers and attention heads, and the cache's bytes
-    per position."""
-
-    decoder_macs: int
-    decoder_bytes: int
-    head_macs: int
-    head_bytes: int
-    layers: int
-    heads: int
-    head_dim: int
-    kv_bytes_per_position: int
-
-    @classmethod
-    def of(cls, model: Any) -> _Shape:
-        from harness.replay import decoder_and_head
-
-        decoder, head, _ = decoder_and_head(model)
-        config = model.config.get_text_config(decoder=True)
-        embedding = decoder.get_input_embeddings().weight
-        linears = [m for m in decoder.modules() if isinstance(m, torch.nn.Linear)]
-        weights = [p for p in decoder.parameters() if p is not embedding]
-        heads = config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-        kv_heads = getattr(config, "num_key_value_heads", None) or heads
-        size = head.weight.element_size()
-        return cls(decoder_macs=sum(m.weight.numel() for m in linears),
-                   decoder_bytes=sum(p.numel() * p.element_size() for p in weights),
-                   head_macs=head.weight.numel(), head_bytes=head.weight.numel() * size,
-                   layers=config.num_hidden_layers, heads=heads,
-                   head_dim=head_dim, kv_bytes_per_position=config.num_hidden_layers * 2 * kv_heads * head_dim * size)
-
 
 #: positions a decoding cache's buffers grow by (the attention reads the whole buffer, so a smaller
 #: step wastes less of its work; each growth copies the cache once)
@@ -241,9 +167,24 @@ def draw(probs: Tensor) -> Tensor:
     return (j * DRAW_BLOCK + k).squeeze(1)
 
 
+_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def decode_step_for(model: Any) -> Any:
+    """The model's :class:`harness.backends.decode_step.DecodeStep` (built once per model), or None
+    where the model's own forward runs the decoding passes."""
+    from harness.backends.decode_step import DecodeStep
+
+    if not DecodeStep.supports(model):
+        return None
+    if model not in _STEPS:
+        _STEPS[model] = DecodeStep(model)
+    return _STEPS[model]
+
+
 @torch.no_grad()
 def decode(model: Any, ids: Tensor, mask: Tensor, *, max_new_tokens: int, eos: Sequence[int], pad_id: int,
-           sampled: bool, warpers: Any = None, cache: Any = None, stats: DecodeStats | None = None) -> Tensor:
+           sampled: bool, warpers: Any = None, cache: Any = None) -> Tensor:
     """The generated tokens ``[B, steps]`` (``steps <= max_new_tokens``; a row after its first
     end-of-turn token holds ``pad_id``) for the left-padded prompts ``ids``/``mask [B, L]``.
 
@@ -258,6 +199,7 @@ def decode(model: Any, ids: Tensor, mask: Tensor, *, max_new_tokens: int, eos: S
         from transformers import DynamicCache
 
         cache = DynamicCache(config=model.config)
+    step = decode_step_for(model)
     stops = torch.tensor(sorted({int(e) for e in eos}), device=ids.device)
     positions = (mask.long().cumsum(-1) - 1).masked_fill_(mask == 0, 0)
     inputs, pos, attention = ids[:, past:], positions[:, past:], mask
@@ -265,10 +207,11 @@ def decode(model: Any, ids: Tensor, mask: Tensor, *, max_new_tokens: int, eos: S
     out = ids.new_full((b, max_new_tokens), pad_id)
     steps = 0
     while steps < max_new_tokens:
-        logits = model(input_ids=inputs, attention_mask=attention, position_ids=pos, past_key_values=cache,
-                       use_cache=True, logits_to_keep=1).logits
-        if stats is not None:
-            stats.add(b, cache.get_seq_length())
+        if step is not None and inputs.shape[1] == 1:
+            logits = step(inputs, attention, pos, cache)
+        else:
+            logits = model(input_ids=inputs, attention_mask=attention, position_ids=pos, past_key_values=cache,
+                           use_cache=True, logits_to_keep=1).logits
         scores = logits[:, -1].to(dtype=torch.float32, copy=True)
         if sampled:
             if warpers:

@@ -39,7 +39,6 @@ import torch
 
 from harness.attention import rollout_attention, use_for_rollout
 from harness.backends import checkpoint
-from harness.backends.decode import DecodeStats
 from harness.backends.rollout import rollouts_for
 from harness.backends.update import PolicyUpdate, Reference
 from harness.backends.vllm_rollout import VLLMGenerator, choose_generator
@@ -97,8 +96,6 @@ class LocalEngine:
         self._engine: ReplayEngine | None = None
         self.rollout_attention_name: str | None = None
         self._keep_hidden = True
-        #: what the last sampling's decoding loop ran (passes, rows, keys read; bench/profile_step.py)
-        self.decode_stats = DecodeStats()
         self.threads_reason: str | None = None  # why this many CPU threads (said at the start, kept in rollout)
         if self.device.type == "cpu":
             threads, self.threads_reason = thread_choice(cfg.backend.local.threads)
@@ -193,12 +190,11 @@ class LocalEngine:
         self._engine.refresh()  # the rollout weights changed at the last update
         self.rollout_model.eval()
         keep = plan.sampling_prompt_replayed and self._keep_hidden and self._vllm is None
-        self.decode_stats = DecodeStats()
         with self._rollout_phase():
             return rollouts_for(self.rollout_model, self.tokenizer, list(examples), s.group_size, self.eos, s,
                                 s.max_prompt_tokens, keep_hidden=keep, generator=self._vllm, seed=seed,
                                 logits_budget=self.cfg.backend.local.sampling_logits_mb << 20,
-                                keep_entropy=plan.sampling_entropy, stats=self.decode_stats)
+                                keep_entropy=plan.sampling_entropy)
 
     def replay(self, plan: StepPlan, rollouts: Sequence[Any], rewards: torch.Tensor, group_ids: torch.Tensor,
                T: int) -> ReplayResult:

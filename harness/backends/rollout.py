@@ -16,13 +16,7 @@ from typing import Any
 
 import torch
 
-from harness.backends.decode import (
-    DecodeStats,
-    decode,
-    logits_warpers,
-    preallocated_cache,
-    preallocated_cache_supported,
-)
+from harness.backends.decode import decode, logits_warpers, preallocated_cache, preallocated_cache_supported
 from harness.models import chat_prompt_ids
 from harness.training.batch import Rollout, decode_response
 from tasks.base import Example
@@ -67,8 +61,7 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
            greedy: bool = False, batch_size: int | None = None,
            hidden_out: list[torch.Tensor] | None = None,
            logits_out: list[torch.Tensor] | None = None, entropy_out: list[torch.Tensor] | None = None,
-           keep_cost: dict[str, float] | None = None, share_prompts: bool = True,
-           stats: DecodeStats | None = None) -> list[tuple[list[int], bool]]:
+           keep_cost: dict[str, float] | None = None, share_prompts: bool = True) -> list[tuple[list[int], bool]]:
     """Generate one response per prompt; returns (response ids, truncated) per prompt, in order.
 
     ``top_k=None`` disables top-k (transformers would otherwise apply its default of 50);
@@ -85,8 +78,7 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
     accumulates the time spent keeping them: inside the hooks and slicing the results, nothing when
     nothing is kept (the direct cost of keeping, which a benchmark can charge without the noise of
     timing two whole samplings). ``share_prompts``: a prompt repeated in the batch (the G responses
-    of a group) is prefilled once (:func:`shared_prefill`). ``stats``: what the prefill and the
-    decoding loop ran (:class:`harness.backends.decode.DecodeStats`).
+    of a group) is prefilled once (:func:`shared_prefill`).
     """
     device = next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
@@ -96,7 +88,7 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
         chunk = prompts[start:start + step]
         ids, mask = left_pad(chunk, pad_id, device)
         sampled = not (greedy or temperature <= 0)
-        cache = shared_prefill(model, chunk, ids, mask, stats) if share_prompts else None
+        cache = shared_prefill(model, chunk, ids, mask) if share_prompts else None
         if cache is not None and preallocated_cache_supported(model):
             cache = preallocated_cache(model, ids.shape[1] + max_new_tokens, prefix=cache)
         norm = final_norm(model) if hidden_out is not None else None
@@ -117,8 +109,7 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
             hooks.append(_entropy_hook(model, entropy, temperature, clock))
         try:
             tokens = decode(model, ids, mask, max_new_tokens=max_new_tokens, eos=eos, pad_id=pad_id, sampled=sampled,
-                            warpers=logits_warpers(temperature, top_k, top_p) if sampled else None, cache=cache,
-                            stats=stats)
+                            warpers=logits_warpers(temperature, top_k, top_p) if sampled else None, cache=cache)
         finally:
             for hook in hooks:
                 hook.remove()
@@ -139,14 +130,12 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], eos: Se
     return out
 
 
-def shared_prefill(model: Any, rows: Sequence[Sequence[int]], ids: torch.Tensor, mask: torch.Tensor,
-                   stats: DecodeStats | None = None) -> Any | None:
+def shared_prefill(model: Any, rows: Sequence[Sequence[int]], ids: torch.Tensor, mask: torch.Tensor) -> Any | None:
     """The KV cache of every row's prompt but its last token, each distinct prompt computed once
     and repeated for its rows (``ids``/``mask``: the rows left-padded), or None when no prompt
     repeats. The decoding loop then runs only the last prompt token and the response on top of it, so
     a group's prompt goes through the model once instead of G times; the last token's pass, whose
-    output predicts the first response token, stays in the loop (and in the hidden-state hooks).
-    ``stats`` records the pass's shape (:class:`harness.backends.decode.DecodeStats`)."""
+    output predicts the first response token, stays in the loop (and in the hidden-state hooks)."""
     keys = [tuple(r) for r in rows]
     first = {k: i for i, k in reversed(list(enumerate(keys)))}
     if len(first) == len(keys) or min(len(k) for k in keys) < 2:
@@ -159,8 +148,6 @@ def shared_prefill(model: Any, rows: Sequence[Sequence[int]], ids: torch.Tensor,
     uids, umask = ids[order, :-1], mask[order, :-1]
     positions = (umask.cumsum(-1) - 1).clamp_min(0)
     cache = _returned_cache(decoder(input_ids=uids, attention_mask=umask, position_ids=positions, use_cache=True))
-    if stats is not None:
-        stats.prefills.append(tuple(uids.shape))
     cache.reorder_cache(torch.tensor([slot[k] for k in keys], device=ids.device))
     return cache
 
@@ -232,16 +219,14 @@ def sampling_logits_bytes(model: Any, sequences: int, max_new_tokens: int) -> in
 def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_size: int, eos: Sequence[int],
                  sampling: Any, max_prompt_tokens: int | None = None, keep_hidden: bool = False,
                  generator: Any = None, seed: int | None = None, logits_budget: int = 0,
-                 keep_cost: dict[str, float] | None = None, keep_entropy: bool = False,
-                 stats: DecodeStats | None = None) -> list[Rollout]:
+                 keep_cost: dict[str, float] | None = None, keep_entropy: bool = False) -> list[Rollout]:
     """G sampled responses for each example (``sampling`` is a :class:`harness.config.SamplingConfig`);
     ``keep_hidden`` stores each response's sampling-time hidden states in ``Rollout.hidden``, and
     also its sampling logits in ``Rollout.logits`` when they take at most ``logits_budget`` bytes.
     With ``generator`` (a :class:`harness.backends.vllm_rollout.VLLMGenerator`) it samples instead
     of the decoding loop, seeded with ``seed``; it records no hidden states (the replay recomputes P_all).
     ``keep_entropy`` stores each response's sampling entropy in ``Rollout.entropy`` (not with
-    ``generator``: vLLM returns no entropy, and the replay then computes it). ``keep_cost`` and
-    ``stats`` (what the decoding loop ran, not with ``generator``): see :func:`sample`."""
+    ``generator``: vLLM returns no entropy, and the replay then computes it). ``keep_cost``: see :func:`sample`."""
     prompts = []
     for ex in examples:
         ids = chat_prompt_ids(tokenizer, ex.messages)
@@ -262,7 +247,7 @@ def rollouts_for(model: Any, tokenizer: Any, examples: Sequence[Example], group_
         samples = sample(model, tokenizer, expanded, eos, max_new_tokens=sampling.max_new_tokens,
                          temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
                          hidden_out=hidden, logits_out=logits, entropy_out=entropy, batch_size=GENERATE_BATCH,
-                         keep_cost=keep_cost, stats=stats)
+                         keep_cost=keep_cost)
     if hidden is not None and len(hidden) != len(samples):
         hidden = None  # the model exposed no final norm: the replay recomputes P_all
     if hidden is None or (logits is not None and len(logits) != len(samples)):
