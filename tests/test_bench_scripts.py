@@ -41,6 +41,15 @@ def test_profile_step_splits_the_training_seconds_by_phase():
                                 r"([\d.]+) s\s+([\d.]+)%", line))}
     assert {"replay", "update", "credit", "rest"} <= set(phases), lines
     assert abs(sum(phases.values()) - 100.0) < 1.0  # the phases' shares of the steps add up
+    assert any(line.startswith("roofline (") and "GB/s" in line and "GFLOP/s" in line for line in lines), lines
+    table = {m.group(1): m for line in lines
+             if (m := re.match(r"\s+(generate|replay|update)\s+(\S+ GB|-)\s+(\S+ s|-)\s+([\d.]+) TF\s+([\d.]+) s\s+"
+                               r"([\d.]+) s\s+([\d.]+) s\s+(\S+)", line))}
+    assert set(table) == {"generate", "replay", "update"}, lines
+    gen = table["generate"]
+    assert float(gen.group(2).split()[0]) > 0 and float(gen.group(4)) > 0  # bytes and FLOPs counted
+    assert float(gen.group(7)) > 0 and float(gen.group(8).rstrip("x")) > 0  # measured against a floor
+    assert any(line.strip().startswith("per decoding pass (") for line in lines)
     assert lines[-1].startswith("train_seconds ") and float(lines[-1].split()[1]) > 0
 
 
@@ -54,3 +63,27 @@ def test_the_int8_replay_candidate_reports_agreement_and_speed_ratios():
     assert control and min(control) > 0.99  # the same model replaying P_all agrees with sampling's P_all
     assert int8 and all(-1.0 <= v <= 1.0 for v in int8)
     assert sum(line.startswith("[64, ") and "int8 layer" in line for line in lines) >= 4  # every layer shape
+
+
+def test_cell_speed_runs_a_cell_at_two_commits_alternately_and_prints_their_ratio(tmp_path):
+    lines = _run("bench/cell_speed.py", "--old", "HEAD", "--new", "HEAD", "--runs", "1", "--eval-limit", "1",
+                 "--threads", "1", "--keep", str(tmp_path), "--model.name", "tiny-random", "--schedule.steps", "1",
+                 "--sampling.max_new_tokens", "8")
+    runs = [line for line in lines if line.startswith("run 1 ")]
+    assert [r.split()[2] for r in runs] == ["old", "new"], lines  # alternated, old first
+    assert all(re.search(r"training [\d.]+ s \(generate [\d.]+, replay [\d.]+, update [\d.]+ over 1 steps\)", r)
+               for r in runs)
+    assert (tmp_path / "old-1" / "metrics.jsonl").is_file() and (tmp_path / "new-1" / "metrics.jsonl").is_file()
+    assert not (tmp_path / "tree-old").exists()  # the worktrees are removed
+    assert lines[-1].startswith("ratio ") and float(lines[-1].split()[1]) > 0
+
+
+def test_cell_speed_takes_a_grids_cell_and_names_a_missing_one():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import cell_speed
+
+    args = cell_speed.cell_overrides("gdpo", "grids/ifollow-smollm2-3.yaml", 0)
+    assert args[args.index("--algo.name") + 1] == "gdpo" and args[args.index("--seed") + 1] == "0"
+    proc = subprocess.run([sys.executable, "bench/cell_speed.py", "--old", "HEAD", "--new", "HEAD", "--cell", "nosuch"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0 and "has no nosuch cell of seed 0" in proc.stderr
