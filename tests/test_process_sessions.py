@@ -74,10 +74,16 @@ def test_a_signalled_pytest_kills_the_process_trees_its_tests_started(tmp_path, 
     test_file = tmp_path / "test_holding.py"
     test_file.write_text(HOLDING_TEST.replace("PIDS_FILE", repr(str(pids_file))))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "process_sessions",
-            "--rootdir", str(tmp_path), "-c", str(tmp_path / "pytest.ini"), str(test_file)]
+    pytest_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "process_sessions",
+                   "--rootdir", str(tmp_path), "-c", str(tmp_path / "pytest.ini"), str(test_file)]
     if workers:
-        args += ["-p", "xdist", "-n", str(workers)]
+        pytest_args += ["-p", "xdist", "-n", str(workers)]
+    # SIGINT at its default, as a terminal's pytest has it: a suite started in the background of a
+    # non-interactive shell inherits SIGINT ignored, and an ignored signal stays ignored (the plugin
+    # respects it), so the inner pytest execs itself with the default restored
+    restore = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+    args = [sys.executable, "-c", restore, *pytest_args]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     inner = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, start_new_session=True)  # a terminal's Ctrl-C would not reach it
