@@ -1,7 +1,9 @@
 """The one GPU run of issues 52 and 53 (bench/gpu_all.py: gpu_e2e.py then gpu_step.py) keeps working:
 its CPU form runs here, the same code on tiny shapes, so that a change to the engine, the Step or the
-CLI breaks it here rather than in the GPU machine's few minutes; the bands checker on hand-made
-figures; and, on a GPU, the CLI cell against the bands committed for that GPU.
+CLI breaks it here rather than in the GPU machine's few minutes (``-m slow``: about 2.5 minutes on two
+idle cores, so it runs before a GPU session, ``pytest -m slow tests/test_gpu_scripts.py``, not in the
+default suite); the bands checker on hand-made figures; and, on a GPU, the CLI cell against the bands
+committed for that GPU.
 
 Nothing here is timed: the CPU form's figures are printed, never compared."""
 
@@ -61,6 +63,7 @@ def test_observe_takes_the_median_of_the_steps_after_the_first():
     assert "time_replay" not in figures  # not in the rows: not banded
 
 
+@pytest.mark.slow  # 156 s on an idle two-core host, the longest test of the default suite it was in
 def test_the_gpu_run_in_its_cpu_form_checks_every_part_and_extrapolates_by_counting(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "bench/gpu_all.py", "--device", "cpu", "--seconds", "1200",
