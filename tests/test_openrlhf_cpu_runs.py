@@ -333,10 +333,9 @@ def test_grpo_on_one_actor_trains_into_a_complete_record_on_the_local_backends_a
                                                      "grpo")
 
 
-@pytest.mark.slow
 def test_an_engine_that_cannot_start_ends_the_run_with_one_line_naming_the_cause(base):
-    """The real vLLM refusal (the default suite checks the same chain with stubs:
-    tests/test_openrlhf_failures.py)."""
+    """The real vLLM refusal, in the default suite as before the tiers (tests/test_openrlhf_failures.py
+    checks the same chain with stubs, in a second)."""
     from openrlhf_cpu_run import cell_args
 
     work = base / "no-engine"
