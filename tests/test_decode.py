@@ -250,5 +250,7 @@ def test_the_decoding_step_is_the_models_forward_bit_for_bit(tiny, family):
         hook.remove()
     for a, b in zip(caches[0].layers, caches[1].layers):
         assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+    twin = copy.deepcopy(model)  # a used step does not travel with a copy; the copy builds its own
+    assert decode.decode_step_for(twin) is not step and decode.decode_step_for(twin).model is twin
     model.train()
     assert not DecodeStep.supports(model)

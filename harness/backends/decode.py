@@ -29,7 +29,6 @@ What a sampling runs (its passes, rows and keys) follows from its prompts and re
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,7 +166,9 @@ def draw(probs: Tensor) -> Tensor:
     return (j * DRAW_BLOCK + k).squeeze(1)
 
 
-_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: the attribute a model keeps its decoding step in (on the model, not in a table keyed by it: the
+#: step holds the model, so a table's entry would keep every rollout copy alive)
+_STEP_ATTR = "_mrbench_decode_step"
 
 
 def decode_step_for(model: Any) -> Any:
@@ -177,9 +178,11 @@ def decode_step_for(model: Any) -> Any:
 
     if not DecodeStep.supports(model):
         return None
-    if model not in _STEPS:
-        _STEPS[model] = DecodeStep(model)
-    return _STEPS[model]
+    step = model.__dict__.get(_STEP_ATTR)
+    if step is None:
+        step = DecodeStep(model)
+        object.__setattr__(model, _STEP_ATTR, step)  # not a submodule: no state_dict entry, no parameters
+    return step
 
 
 @torch.no_grad()

@@ -83,6 +83,12 @@ class DecodeStep:
                                 attn.o_proj, attn.scaling, layer.post_attention_layernorm,
                                 _FusedLinear([mlp.gate_proj, mlp.up_proj]), mlp.down_proj))
 
+    def __deepcopy__(self, memo: dict) -> None:
+        """A deep copy of the model gets no step (its fused weights are oneDNN tensors with no storage to
+        copy, and they would be the original's): :func:`harness.backends.decode.decode_step_for` builds
+        the copy its own."""
+        return None
+
     @staticmethod
     def supports(model: Any) -> bool:
         """Whether the step computes ``model``'s own arithmetic (see the module docstring)."""
