@@ -31,6 +31,8 @@ import torch
 from torch import Tensor
 
 NAME = "mrbench_grouped_matmul"
+#: the policy update's attention under bf16 autocast on CPU (:func:`float32_matmul_attention`)
+TRAIN_NAME = "mrbench_float32_matmul"
 
 #: query rows up to which float32 attention runs as matmuls (decoding steps); longer float32 blocks
 #: (prefill, replay rows) go to the fused kernel with grouped-query support, which is faster there
@@ -45,18 +47,40 @@ def grouped_matmul_attention(module: Any, query: Tensor, key: Tensor, value: Ten
                              scaling: float | None = None, dropout: float = 0.0, **kwargs: Any) -> tuple[Tensor, None]:
     """query [B, H, Lq, D], key/value [B, Hkv, Lk, D], mask [B, 1, Lq, Lk] additive or boolean (True:
     attend), or None (causal over the last Lq keys) -> (output [B, Lq, H, D], None), the layout transformers' modules expect."""
+    lk = key.shape[2]
+    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    # keys and values longer than the mask: a preallocated decoding cache's buffers
+    # (harness.backends.decode), filled up to the mask's width and zero beyond it
+    filled = lk if attention_mask is None else min(lk, attention_mask.shape[-1])
+    if query.dtype == torch.float32 and query.shape[2] > DECODE_ROWS:
+        return _fused_float32(query, key[:, :, :filled], value[:, :, :filled], attention_mask, scale, dropout,
+                              module), None
+    return _grouped_matmuls(module, query, key, value, attention_mask, scale, dropout, filled), None
+
+
+def float32_matmul_attention(module: Any, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
+                             scaling: float | None = None, dropout: float = 0.0, **kwargs: Any) -> tuple[Tensor, None]:
+    """The policy update's attention under bf16 autocast on CPU (:data:`TRAIN_NAME`): the grouped matmuls
+    of :func:`grouped_matmul_attention` with the queries, keys and values in float32 and autocast off
+    inside, so scores, softmax, the value product and their backward run in float32; the output
+    returns in the query's dtype. Faster than the fused kernel's backward at the update's shapes
+    (a prompt's group of responses, a few hundred keys) and more exact than ``sdpa`` or ``eager``
+    under autocast, whose scores are rounded to bf16 (figures in ``bench/README.md``)."""
+    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    with torch.autocast(device_type=query.device.type, enabled=False):
+        out = _grouped_matmuls(module, query.float(), key.float(), value.float(), attention_mask, scale, dropout,
+                               key.shape[2])
+    return out.to(query.dtype), None
+
+
+def _grouped_matmuls(module: Any, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
+                     scale: float, dropout: float, filled: int) -> Tensor:
+    """Scores, softmax and values as two batched matmuls over the keys up to ``filled`` (the rest weight 0)."""
     b, heads, lq, d = query.shape
     kv_heads, lk = key.shape[1], key.shape[2]
     if heads % kv_heads:
         raise ValueError(f"{heads} query heads do not group over {kv_heads} key/value heads")
     group = heads // kv_heads
-    scale = d ** -0.5 if scaling is None else scaling
-    # keys and values longer than the mask: a preallocated decoding cache's buffers
-    # (harness.backends.decode), filled up to the mask's width and zero beyond it
-    filled = lk if attention_mask is None else min(lk, attention_mask.shape[-1])
-    if query.dtype == torch.float32 and lq > DECODE_ROWS:
-        return _fused_float32(query, key[:, :, :filled], value[:, :, :filled], attention_mask, scale, dropout,
-                              module), None
     # head h reads key/value head h // group, so the query heads of a key/value head fold into its
     # query axis: [B, H, Lq, D] -> [B, Hkv, group * Lq, D] (a copy after rotary embeddings, a view
     # when decoding); keys and values are read as they are
@@ -76,7 +100,7 @@ def grouped_matmul_attention(module: Any, query: Tensor, key: Tensor, value: Ten
     if filled < lk:  # weight 0 on the unfilled positions: each output equals the filled prefix's, bit for bit
         probs = torch.nn.functional.pad(probs, (0, lk - filled))
     out = torch.matmul(probs.reshape(b, kv_heads, group * lq, lk), value)
-    return out.view(b, heads, lq, d).transpose(1, 2).contiguous(), None
+    return out.view(b, heads, lq, d).transpose(1, 2).contiguous()
 
 
 def _fused_float32(query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, scale: float,
@@ -99,6 +123,8 @@ def register() -> None:
 
     AttentionInterface.register(NAME, grouped_matmul_attention)
     AttentionMaskInterface.register(NAME, eager_mask)
+    AttentionInterface.register(TRAIN_NAME, float32_matmul_attention)
+    AttentionMaskInterface.register(TRAIN_NAME, eager_mask)
 
 
 def use_for_rollout(model: Any, choice: str = "auto") -> str:
@@ -126,6 +152,33 @@ def use_for_rollout(model: Any, choice: str = "auto") -> str:
             return current
         register()
         choice = NAME
+    base.set_attn_implementation(choice)
+    return base.config._attn_implementation
+
+
+def use_for_training(model: Any, choice: str = "auto", compute_dtype: torch.dtype = torch.float32) -> str:
+    """Set the attention implementation of the policy the update trains; returns the one in use.
+
+    ``choice``: "auto" (:func:`float32_matmul_attention` on CPU for :data:`SUPPORTED_MODEL_TYPES` when
+    the update computes in bf16 under autocast, else unchanged), "float32_matmul" (the same, an
+    error for other model types), "default" (unchanged), or any name transformers knows."""
+    from harness.replay import unwrap
+
+    base = unwrap(model)
+    config = base.config
+    current = getattr(config, "_attn_implementation", None) or "eager"
+    if choice == "default":
+        return current
+    if choice in ("auto", "float32_matmul"):
+        supported = getattr(config, "model_type", "") in SUPPORTED_MODEL_TYPES
+        if choice == "float32_matmul" and not supported:
+            raise ValueError(f"float32_matmul attention supports model types {sorted(SUPPORTED_MODEL_TYPES)}; "
+                             f"this model is {config.model_type!r}")
+        on_cpu = next(base.parameters()).device.type == "cpu"
+        if choice == "auto" and not (supported and on_cpu and compute_dtype != torch.float32):
+            return current
+        register()
+        choice = TRAIN_NAME
     base.set_attn_implementation(choice)
     return base.config._attn_implementation
 

@@ -52,6 +52,9 @@ GENERATORS = ("auto", "transformers", "vllm")
 #: own (auto, grouped_matmul), the model's own (default), and transformers' implementations
 ROLLOUT_ATTENTIONS = ("auto", "grouped_matmul", "default", "sdpa", "eager", "flash_attention_2",
                       "flash_attention_3", "flex_attention")
+#: ``backend.local.train_attention`` values (:func:`harness.attention.use_for_training`)
+TRAIN_ATTENTIONS = ("auto", "float32_matmul", "default", "sdpa", "eager", "flash_attention_2", "flash_attention_3",
+                    "flex_attention")
 #: ``backend.local.replay_batching`` values (:func:`harness.backends.local_engine.exact_replay_batches`)
 REPLAY_BATCHING = ("padded", "exact")
 #: ``model.device`` forms (:func:`harness.models.resolve_device`): N is a GPU index
@@ -130,6 +133,10 @@ class LocalBackendConfig:
                                                   "CPU where exact, else the model's own), grouped_matmul, default "
                                                   "(the model's own), or a transformers implementation",
                                      choices=ROLLOUT_ATTENTIONS)
+    train_attention: str = setting("auto", help="attention of the policy update: auto (float32_matmul on CPU under "
+                                                "bf16 autocast, else the model's own), float32_matmul, default (the "
+                                                "model's own), or a transformers implementation",
+                                   choices=TRAIN_ATTENTIONS)
     threads: int = setting(0, help="CPU intra-op threads; 0 = auto (1 when the CPUs are already busy, "
                                    "else torch's default)", ge=0)
     replay_batching: str = setting("padded", help="padded (contexts of any length share a replay batch) or exact "

@@ -167,3 +167,58 @@ def test_backend_sets_the_rollout_attention(tmp_path, dtype, choice, rollout, po
         assert backend.rollout_model.config._attn_implementation == rollout
     assert backend.policy.config._attn_implementation == initial  # training keeps its own
     assert backend.rollout_info()["shared_with_training"] == (dtype == "float32")
+
+
+def test_the_update_attention_is_float32_inside_autocast_with_its_gradient():
+    """float32_matmul_attention: bf16 queries, keys and values under bf16 autocast give the float32
+    attention of the same (bf16-valued) inputs, to one bf16 rounding of the output, with the
+    gradients of the float64 reference to within bf16 rounding."""
+    from harness.attention import float32_matmul_attention
+
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 9, 12, 64, generator=g).mul(3).bfloat16(), torch.randn(2, 3, 20, 64, generator=g).bfloat16(),
+               torch.randn(2, 3, 20, 64, generator=g).bfloat16())
+    allowed = torch.ones(2, 1, 12, 20, dtype=torch.bool).tril(8)
+    allowed[1, :, :, :3] = False
+    additive = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = float32_matmul_attention(None, *leaves, additive)
+    assert out.dtype == torch.bfloat16 and out.shape == (2, 12, 9, 64)
+    weights = torch.randn(out.shape, generator=g)
+    (out.float() * weights).sum().backward()
+    exact = [t.double().requires_grad_() for t in (q, k, v)]
+    ref = _reference(*exact, allowed)
+    (ref * weights.double()).sum().backward()
+    assert (out.double() - ref).abs().max() <= 2 ** -8 * ref.abs().max()
+    for leaf, e in zip(leaves, exact):
+        assert leaf.grad.dtype == torch.bfloat16
+        assert (leaf.grad.double() - e.grad).abs().max() <= 2 ** -7 * e.grad.abs().max()
+
+
+def test_training_choice_table(tiny):
+    from harness.attention import TRAIN_NAME, use_for_training
+
+    model = copy.deepcopy(tiny.model)
+    before = model.config._attn_implementation
+    assert use_for_training(model, "auto", torch.float32) == before  # a float32 update keeps the model's own
+    assert use_for_training(model, "default", torch.bfloat16) == before
+    assert use_for_training(model, "auto", torch.bfloat16) == TRAIN_NAME  # CPU, bf16 autocast, supported type
+    assert use_for_training(model, "eager", torch.bfloat16) == "eager"
+    model.config.model_type = "gemma2"
+    assert use_for_training(model, "auto", torch.bfloat16) == "eager"  # unchanged
+    with pytest.raises(ValueError, match="supports model types"):
+        use_for_training(model, "float32_matmul", torch.bfloat16)
+
+
+def test_a_local_run_trains_with_the_float32_attention_and_records_it():
+    from harness.backends.local import LocalBackend
+    from harness.config import RunConfig
+
+    cfg = RunConfig()
+    cfg.model.name, cfg.model.train_dtype, cfg.backend.local.threads = "tiny-random", "bfloat16", 1
+    backend = LocalBackend(cfg)
+    backend._load_policy()
+    assert backend.policy.config._attn_implementation == "mrbench_float32_matmul"
+    assert backend.update_info()["attention"] == "mrbench_float32_matmul"
+    assert backend.update_info()["optimizer"] == "AdamW, fused"

@@ -43,7 +43,8 @@ NON_DEFAULT = {
     "model.name": "some-org/some-model", "model.dtype": "bfloat16", "model.train_dtype": "bfloat16",
     "model.device": "cpu", "model.lora_dropout": "0.1", "model.cache_dir": "model-cache",
     "backend.local.generator": "transformers", "backend.local.vllm_gpu_memory_utilization": "0.4",
-    "backend.local.rollout_attention": "sdpa", "backend.local.replay_batching": "exact",
+    "backend.local.rollout_attention": "sdpa", "backend.local.train_attention": "sdpa",
+    "backend.local.replay_batching": "exact",
     "backend.local.replay_head": "float32",
     "backend.openrlhf.address": "auto", "backend.openrlhf.vllm_engines": "1",
     "backend.openrlhf.vllm_gpu_memory_utilization": "0.4", "backend.openrlhf.zero_stage": "1",
@@ -63,7 +64,8 @@ NON_DEFAULT = {
 REFUSED = {
     "local": {p for p in field_paths() if p.startswith("backend.openrlhf.")} | {"backend.options.some-plugin"},
     "openrlhf": {"model.device", "backend.local.sampling_logits_mb",
-                 "backend.local.replay_batching", "backend.local.replay_head", "backend.options.some-plugin",
+                 "backend.local.replay_batching", "backend.local.replay_head", "backend.local.train_attention",
+                 "backend.options.some-plugin",
                  "schedule.stop_without_signal", "output.save_merged"},
 }
 

@@ -93,6 +93,7 @@ def test_cli_refuses_before_any_model_loads(backend, flag, value, field):
 CHOICE_FIELDS = [  # (dotted path, the tuple the code that uses the value imports)
     ("model.dtype", C.MODEL_DTYPES), ("model.train_dtype", C.TRAIN_DTYPES),
     ("backend.local.generator", C.GENERATORS), ("backend.local.rollout_attention", C.ROLLOUT_ATTENTIONS),
+    ("backend.local.train_attention", C.TRAIN_ATTENTIONS),
     ("backend.local.replay_batching", C.REPLAY_BATCHING), ("backend.local.replay_head", C.REPLAY_HEADS),
 ]
 

@@ -95,3 +95,43 @@ def test_micro_batches_hold_one_prompt_each_in_response_length_order():
     upd = SimpleNamespace(optim=SimpleNamespace(micro_batch_size=2))
     micro = PolicyUpdate._micro(upd, list(range(8)), rollouts)
     assert micro == [[4, 1], [3, 0], [2], [5, 6], [7]]
+
+
+def _update_grads(model, micro_batch_size, optim_fields=None):
+    """The gradient one PolicyUpdate accumulates over a group of four responses to one prompt."""
+    from types import SimpleNamespace
+
+    from harness.backends.update import PolicyUpdate
+
+    fields = dict(lr=1e-3, betas=[0.9, 0.999], weight_decay=0.0, clip_low=0.2, clip_high=0.2, kl_coef=0.0,
+                  entropy_coef=0.0, micro_batch_size=micro_batch_size, mini_batches=1, grad_clip=0.0)
+    fields.update(optim_fields or {})
+    upd = PolicyUpdate(model, SimpleNamespace(**fields), 0.9, 0, torch.device("cpu"))
+    rollouts = [SimpleNamespace(prompt_ids=PROMPT, response_ids=r) for r in RESPONSES]
+    adv = torch.linspace(-1.0, 1.0, 4 * 5, dtype=torch.float32).view(4, 5)
+    seen = []
+    hook = model.model.register_forward_pre_hook(
+        lambda m, args, kwargs: seen.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
+    from harness.training.step_metrics import UpdateStats
+
+    stats = UpdateStats()
+    model.zero_grad(set_to_none=True)
+    upd._accumulate(rollouts, [0, 1, 2, 3], adv, None, None, {}, sum(len(r) for r in RESPONSES), stats)
+    hook.remove()
+    return [p.grad.clone() for p in model.parameters()], seen, stats.loss
+
+
+def test_a_groups_micro_batches_share_one_prompt_pass_with_the_same_gradient(model64):
+    """Micro-batches of 1 and 2 rows of one prompt's group: the prompt runs once for the group (its
+    backward once, with the micro-batches' gradients summed), and the gradient and loss are those of
+    the whole group in one micro-batch (float64 model; float32 logits)."""
+    whole, seen_whole, loss_whole = _update_grads(model64, 4)
+    assert seen_whole == [(1, 7), (4, 4)]  # one micro-batch: the prompt, then the rows' responses
+    scale = max(float(g.abs().max()) for g in whole)
+    for size in (1, 2):
+        grads, seen, loss = _update_grads(model64, size)
+        assert seen[0] == (1, 7) and all(shape[1] != 7 for shape in seen[1:])  # the prompt ran once
+        assert len(seen) == 1 + sum(1 for n in range(0, 4, size) if max(
+            len(r) for r in sorted(RESPONSES, key=len)[n:n + size]) > 1)
+        assert abs(loss - loss_whole) <= 1e-6 * max(1.0, abs(loss_whole))
+        assert max(float((x - y).abs().max()) for x, y in zip(grads, whole)) <= 1e-5 * scale

@@ -6,6 +6,10 @@ when the local sampler's draw became inverse-CDF sampling (``harness/backends/de
 draws other tokens from the same distribution) and the update's micro-batches came to hold one
 prompt each, run once (``harness/backends/loss.py``: the same gradient up to rounding); with
 ``torch.multinomial`` as the draw and the earlier micro-batches, the earlier rows reproduce exactly.
+Regenerated again when the update came to compute its attention in float32 under bf16 autocast
+(``harness/attention.py``'s ``float32_matmul_attention``), to run a group's prompt once across its
+micro-batches (``PromptPass``) and to step AdamW with the fused kernel: each the same update up to
+rounding.
 
 Compared: every key of every stored row, apart from the ``time_*`` keys (wall-clock seconds, the
 one thing that differs between two runs of the same seed); keys a newer step adds are allowed.

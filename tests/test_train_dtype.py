@@ -34,7 +34,8 @@ def test_auto_picks_bf16_compute_only_on_native_bf16_hosts(monkeypatch, native):
     assert backend.train_dtype == expected and backend.rollout_dtype == expected  # one probe for both
     info = backend.update_info()
     assert info == {"train_dtype": "auto", "compute_dtype": str(expected).removeprefix("torch."),
-                    "master_dtype": "float32", "host_native_bf16": native}
+                    "master_dtype": "float32", "host_native_bf16": native,
+                    "attention": None, "optimizer": "AdamW"}  # before the policy loads (no update yet)
     assert resolve_train_dtype("float32", CPU) == torch.float32  # always available
     assert resolve_train_dtype("bfloat16", CPU) == torch.bfloat16
     with pytest.raises(ModelError, match="train_dtype.*known: auto, float32, bfloat16"):

@@ -99,7 +99,7 @@ class LocalBackend(LocalEngine, Backend):
                   "update": str(self.train_dtype).removeprefix("torch."),
                   "master": str(MASTER_DTYPE).removeprefix("torch.")}
         kernels = {"generator": self.generator_name, "attention": self.rollout_attention_name,
-                   "replay_batching": "exact" if self.exact_replay_batches() else "padded",
+                   "train_attention": self.train_attention_name, "replay_batching": "exact" if self.exact_replay_batches() else "padded",
                    "threads": torch.get_num_threads()}
         return measured(self.device, dtypes, kernels, found=run_fingerprint(self.device, LocalBackend))
 
@@ -108,7 +108,9 @@ class LocalBackend(LocalEngine, Backend):
         or float32), over float32 master weights and optimiser state."""
         return {"train_dtype": self.cfg.model.train_dtype,
                 "compute_dtype": str(self.train_dtype).removeprefix("torch."),
-                "master_dtype": str(MASTER_DTYPE).removeprefix("torch."), "host_native_bf16": native_bf16()}
+                "master_dtype": str(MASTER_DTYPE).removeprefix("torch."), "attention": self.train_attention_name,
+                "optimizer": "AdamW, fused" if self.update is not None and self.update.fused else "AdamW",
+                "host_native_bf16": native_bf16()}
 
     @classmethod
     def refuses(cls, cfg: Any, algorithm: Any) -> str | None:

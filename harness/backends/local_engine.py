@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from harness.attention import rollout_attention, use_for_rollout
+from harness.attention import rollout_attention, use_for_rollout, use_for_training
 from harness.backends import checkpoint
 from harness.backends.rollout import rollouts_for
 from harness.backends.update import PolicyUpdate, Reference
@@ -95,6 +95,7 @@ class LocalEngine:
         self.update: PolicyUpdate | None = None  # built once the policy is loaded
         self._engine: ReplayEngine | None = None
         self.rollout_attention_name: str | None = None
+        self.train_attention_name: str | None = None
         self._keep_hidden = True
         self.threads_reason: str | None = None  # why this many CPU threads (said at the start, kept in rollout)
         if self.device.type == "cpu":
@@ -120,6 +121,7 @@ class LocalEngine:
             policy = get_peft_model(policy, LoraConfig(r=m.lora_r, lora_alpha=m.lora_alpha,
                                                        lora_dropout=m.lora_dropout, target_modules="all-linear",
                                                        task_type="CAUSAL_LM"))
+        self.train_attention_name = use_for_training(policy, self.cfg.backend.local.train_attention, self.train_dtype)
         self.policy = policy
         self.eos = eos_ids(self.tokenizer, loaded.model)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos[0]

@@ -15,6 +15,7 @@ active one: (rho > 1 + eps_h and A > 0) or (rho < 1 - eps_l and A < 0).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +60,7 @@ def make_micro_batch(prompts: list[list[int]], responses: list[list[int]], T: in
     return MicroBatch(ids.to(device), attn.to(device), ids[:, Lp:].to(device), rmask.to(device), Lp, shared)
 
 
-def response_logits(model: Any, mb: MicroBatch, temperature: float = 1.0) -> Tensor:
+def response_logits(model: Any, mb: MicroBatch, temperature: float = 1.0, prompt: PromptPass | None = None) -> Tensor:
     """float32 logits [b, T, V] at the positions predicting the response tokens (with grad if enabled),
     divided by the rollout ``temperature``: the ratio, the KL and the entropy are taken under the
     distribution the responses were sampled from (as verl and OpenRLHF do).
@@ -67,14 +68,17 @@ def response_logits(model: Any, mb: MicroBatch, temperature: float = 1.0) -> Ten
     Only the response positions go through the LM head. Position ids count real tokens only, so
     left padding does not shift positions (as in generation).
     """
-    h, head, cap = _response_hidden(model, mb)
+    h, head, cap = _response_hidden(model, mb, prompt)
     return head_logits(head, h, cap, temperature).float()
 
 
-def _response_hidden(model: Any, mb: MicroBatch) -> tuple[Tensor, Any, float | None]:
+def _response_hidden(model: Any, mb: MicroBatch, prompt: PromptPass | None = None) -> tuple[Tensor, Any, float | None]:
     """Final hidden states [b, T, H] at the positions predicting the response tokens, the LM head
-    and its soft-cap. A prompt every row shares runs once (:func:`_shared_prompt_hidden`)."""
+    and its soft-cap. A prompt every row shares runs once (:func:`_shared_prompt_hidden`); ``prompt``:
+    its pass already made, shared with the other micro-batches of its group (:class:`PromptPass`)."""
     decoder, head, cap = decoder_and_head(model)
+    if prompt is not None:
+        return _shared_prompt_hidden(decoder, mb, prompt), head, cap
     if mb.shared_prompt and not getattr(unwrap(model), "is_gradient_checkpointing", False):
         return _shared_prompt_hidden(decoder, mb), head, cap
     pos = (mb.attention_mask.cumsum(-1) - 1).clamp_min(0)
@@ -82,35 +86,79 @@ def _response_hidden(model: Any, mb: MicroBatch) -> tuple[Tensor, Any, float | N
     return hidden[:, mb.prompt_width - 1:mb.prompt_width - 1 + mb.T], head, cap
 
 
-def _shared_prompt_hidden(decoder: Any, mb: MicroBatch) -> Tensor:
+class PromptPass:
+    """One prompt's pass through the decoder: its keys and values per layer and the hidden state of its
+    last position (which predicts the first response token).
+
+    ``detached``: the micro-batches of the prompt's group run on detached copies (the keys, values
+    and hidden state as leaves), so each micro-batch's backward stops there and their gradients add
+    up; :meth:`backward` then runs the prompt's own backward once with the sum. The gradient is the
+    one each micro-batch running the prompt would give (rounding aside), with the prompt's forward
+    and backward once per group instead of once per micro-batch. Not detached, the micro-batch's
+    own backward runs through the prompt (one micro-batch per group)."""
+
+    def __init__(self, decoder: Any, prompt_ids: Tensor, detached: bool = False):
+        out = decoder(input_ids=prompt_ids, use_cache=True)
+        self.cache = out.past_key_values
+        self._ends = [out.last_hidden_state[:, -1:]] + [t for layer in self.cache.layers
+                                                       for t in (layer.keys, layer.values)]
+        self._leaves = ([t.detach().requires_grad_(t.requires_grad) for t in self._ends] if detached
+                        else list(self._ends))
+        self.width = prompt_ids.shape[1]
+
+    @property
+    def last(self) -> Tensor:
+        return self._leaves[0]
+
+    def expanded_cache(self, b: int) -> Any:
+        """A cache of the prompt's keys and values expanded to ``b`` rows (views, no copies), for one
+        micro-batch's decoder call to extend."""
+        cache = copy.copy(self.cache)
+        cache.layers = [copy.copy(layer) for layer in self.cache.layers]
+        for i, layer in enumerate(cache.layers):
+            keys, values = self._leaves[1 + 2 * i], self._leaves[2 + 2 * i]
+            layer.keys, layer.values = keys.expand(b, -1, -1, -1), values.expand(b, -1, -1, -1)
+        return cache
+
+    def backward(self) -> None:
+        """The prompt's backward with the gradients its micro-batches left on the detached leaves."""
+        pairs = [(end, leaf.grad) for end, leaf in zip(self._ends, self._leaves)
+                 if end is not leaf and end.requires_grad and leaf.grad is not None]
+        if pairs:
+            torch.autograd.backward([end for end, _ in pairs], [grad for _, grad in pairs])
+
+
+def _shared_prompt_hidden(decoder: Any, mb: MicroBatch, prompt: PromptPass | None = None) -> Tensor:
     """The hidden states of :func:`_response_hidden` when every row has the same prompt: the prompt
-    runs through the decoder once, its keys and values are expanded to the ``b`` rows, and each row
-    runs only its response but the last token on top of them (its last output predicts nothing the
-    loss reads). The gradient reaches the prompt's pass through the expanded keys and values, summed
-    over the rows, as it sums over the rows' own prompt passes otherwise: the same loss and gradient
-    with the prompt's FLOPs once instead of ``b`` times (rounding aside)."""
+    runs through the decoder once (or ``prompt`` holds that pass), its keys and values are expanded
+    to the ``b`` rows, and each row runs only its response but the last token on top of them (its
+    last output predicts nothing the loss reads). The gradient reaches the prompt's pass through the
+    expanded keys and values, summed over the rows, as it sums over the rows' own prompt passes
+    otherwise: the same loss and gradient with the prompt's FLOPs once instead of ``b`` times
+    (rounding aside)."""
     b, lp, T = mb.input_ids.shape[0], mb.prompt_width, mb.T
-    out = decoder(input_ids=mb.input_ids[:1, :lp], use_cache=True)
-    first = out.last_hidden_state[:, -1:].expand(b, 1, -1)  # predicts each row's first response token
+    if prompt is None:
+        prompt = PromptPass(decoder, mb.input_ids[:1, :lp])
+    elif prompt.width != lp:
+        raise ValueError(f"the micro-batch's prompt has {lp} tokens, the shared prompt pass {prompt.width}")
+    first = prompt.last.expand(b, 1, -1)  # predicts each row's first response token
     if T == 1:
         return first
-    cache = out.past_key_values
-    for layer in cache.layers:
-        layer.keys, layer.values = layer.keys.expand(b, -1, -1, -1), layer.values.expand(b, -1, -1, -1)
+    cache = prompt.expanded_cache(b)
     pos = torch.arange(lp, lp + T - 1, device=mb.input_ids.device).expand(b, -1)
     rest = decoder(input_ids=mb.input_ids[:, lp:lp + T - 1], attention_mask=mb.attention_mask[:, :lp + T - 1],
                    position_ids=pos, past_key_values=cache, use_cache=True).last_hidden_state
     return torch.cat([first, rest], dim=1)
 
 
-def response_logprobs(model: Any, mb: MicroBatch, temperature: float = 1.0,
-                      with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+def response_logprobs(model: Any, mb: MicroBatch, temperature: float = 1.0, with_entropy: bool = False,
+                      prompt: PromptPass | None = None) -> tuple[Tensor, Tensor | None]:
     """(log pi(y_t) [b, T], entropy [b, T] or None) at the rollout ``temperature``, 0 off the response
     mask, with grad if enabled. The same values as :func:`gather_logprobs` and :func:`entropy` on
     :func:`response_logits`, but the LM head and the log-softmax run only at the valid response
     tokens (the loss reads nothing else), and no [b, T, V] log-softmax is kept: log p = logit -
-    logsumexp(logits)."""
-    h, head, cap = _response_hidden(model, mb)
+    logsumexp(logits). ``prompt``: the prompt's pass shared with its group's other micro-batches."""
+    h, head, cap = _response_hidden(model, mb, prompt)
     mask = mb.response_mask
     logits = head_logits(head, h[mask], cap, temperature).float()  # [N, V], N valid tokens
     lse = torch.logsumexp(logits, -1)
