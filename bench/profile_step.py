@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from phase_flops import PhaseCapture
-from roofline import gemm_rate, read_bandwidth, roofline
+from roofline import GENERATE_BATCH, gemm_rate, pass_products_seconds, read_bandwidth, roofline
 
 from harness.backends.local import LocalBackend
 from harness.cli import _split_overrides
@@ -132,6 +132,10 @@ def print_roofline(backend: LocalBackend, cfg, metrics: list[dict], capture: Pha
               f"at the bandwidth), {mean_flops / 1e9:.2f} GFLOP ({mean_flops / (rollout_rate * 1e6):.1f} ms at the "
               f"rate), floor {floor * 1e3:.1f} ms; generation seconds per pass {gen_time / n * 1e3:.1f} ms "
               f"(the prefills included)")
+        rows_per_pass = min(GENERATE_BATCH, cfg.sampling.prompts_per_step * cfg.sampling.group_size)
+        products = pass_products_seconds(backend.rollout_model, rows_per_pass)
+        print(f"  the products of one decoding pass at its {rows_per_pass} rows, each layer's timed alone: "
+              f"{products * 1e3:.1f} ms ({products / floor:.2f}x the pass's floor)")
     for phase in ("score", "credit"):
         print(f"  {phase:<20} {sum(m.get(f'time_{phase}', 0.0) for m in metrics):52.2f} s (no floor)")
     steps = sum(m["time_step"] for m in metrics)

@@ -72,6 +72,37 @@ def gemm_rate(model: Any, rows: int = 768, seconds: float = 0.5, dtype: torch.dt
     return best, where
 
 
+def pass_products_seconds(model: Any, rows: int, seconds: float = 0.2) -> float:
+    """Seconds one pass of ``rows`` positions spends in the model's linear products, each layer's
+    product timed at its own shape (each distinct shape once, times the layers of that shape; the LM
+    head included) as the rollout computes it (oneDNN's product on a reordered weight for bf16 where
+    this torch has it, else ``linear``), at torch's current thread count: what a decoding pass's
+    products cost at its batch, against the floor's fastest rate at 768 rows."""
+    counts: dict[tuple[int, int], int] = {}
+    weights: dict[tuple[int, int], torch.Tensor] = {}
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            shape = tuple(m.weight.shape)
+            counts[shape] = counts.get(shape, 0) + 1
+            weights.setdefault(shape, m.weight)
+    total = 0.0
+    with torch.inference_mode():
+        for shape, weight in weights.items():
+            w = weight.detach()
+            x = torch.randn(rows, shape[1], dtype=w.dtype, device=w.device)
+            product = lambda x=x, w=w: nn.functional.linear(x, w)  # noqa: E731
+            if w.dtype == torch.bfloat16 and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
+                packed = torch.ops.mkldnn._reorder_linear_weight(w, rows)
+                product = lambda x=x, p=packed: torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "")  # noqa: E731
+            product()
+            n, t0 = 0, time.perf_counter()
+            while n < 3 or time.perf_counter() - t0 < seconds:
+                product()
+                n += 1
+            total += counts[shape] * (time.perf_counter() - t0) / n
+    return total
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """What a pass of a decoder LM multiplies: multiply-adds per position in the decoder's linear

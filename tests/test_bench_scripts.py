@@ -50,6 +50,7 @@ def test_profile_step_splits_the_training_seconds_by_phase():
     assert float(gen.group(2).split()[0]) > 0 and float(gen.group(4)) > 0  # bytes and FLOPs counted
     assert float(gen.group(7)) > 0 and float(gen.group(8).rstrip("x")) > 0  # measured against a floor
     assert any(line.strip().startswith("per decoding pass (") for line in lines)
+    assert any(line.strip().startswith("the products of one decoding pass at its ") for line in lines)
     assert lines[-1].startswith("train_seconds ") and float(lines[-1].split()[1]) > 0
 
 

@@ -62,3 +62,21 @@ def test_a_decoding_pass_reads_the_weights_and_the_cache_it_attends(model):
     read, compute, floor = roofline.roofline([first, second], 1e9, 1e9)
     assert floor == max(first.bytes, first.flops) / 1e9 + max(second.bytes, second.flops) / 1e9
     assert read == (first.bytes + second.bytes) / 1e9 and compute == (first.flops + second.flops) / 1e9
+
+
+def test_pass_products_seconds_counts_every_linear_layer(monkeypatch):
+    """One pass's products: each distinct shape timed once and counted for every layer of that shape
+    (on a clock that advances one second per reading, every timing reads the same)."""
+    from itertools import count
+
+    from torch import nn
+
+    ticks = count()
+    monkeypatch.setattr(roofline.time, "perf_counter", lambda: float(next(ticks)))
+    one = nn.Sequential(nn.Linear(32, 32, bias=False))
+    two = nn.Sequential(nn.Linear(32, 32, bias=False), nn.Linear(32, 32, bias=False))
+    mixed = nn.Sequential(nn.Linear(32, 32, bias=False), nn.Linear(32, 16, bias=False))
+    a = roofline.pass_products_seconds(one, 4, seconds=0.5)
+    assert a > 0
+    assert roofline.pass_products_seconds(two, 4, seconds=0.5) == 2 * a  # timed once, counted twice
+    assert roofline.pass_products_seconds(mixed, 4, seconds=0.5) == 2 * a  # two shapes, each timed

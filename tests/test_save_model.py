@@ -38,6 +38,10 @@ def test_run_writes_a_loadable_model_with_the_final_logits(trained):
     ids = chat_prompt_ids(tok, messages)
     assert ids == chat_prompt_ids(backend.tokenizer, messages)  # tokenizer and chat template travel with it
     final = _logits(backend.policy.eval(), ids)
+    # the policy trains with its own attention implementation (backend.local.train_attention);
+    # under the same one the saved weights give the same logits bit for bit, under sdpa to rounding
+    assert torch.allclose(_logits(loaded, ids), final, atol=1e-5, rtol=0)
+    loaded.set_attn_implementation(backend.policy.config._attn_implementation)
     assert torch.equal(_logits(loaded, ids), final)
     start = load_model("tiny-random", dtype="float32").model
     assert not torch.allclose(_logits(start, ids), final)  # it is the trained policy, not the initial one
