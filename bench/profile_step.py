@@ -134,8 +134,9 @@ def print_roofline(backend: LocalBackend, cfg, metrics: list[dict], capture: Pha
               f"(the prefills included)")
         rows_per_pass = min(GENERATE_BATCH, cfg.sampling.prompts_per_step * cfg.sampling.group_size)
         products = pass_products_seconds(backend.rollout_model, rows_per_pass)
-        print(f"  the products of one decoding pass at its {rows_per_pass} rows, each layer's timed alone: "
-              f"{products * 1e3:.1f} ms ({products / floor:.2f}x the pass's floor)")
+        print(f"  the products of one decoding pass at its {rows_per_pass} rows, each layer's timed alone (its "
+              f"weight warm in the caches: a lower bound): {products * 1e3:.1f} ms ({products / floor:.2f}x the "
+              f"pass's floor)")
     for phase in ("score", "credit"):
         print(f"  {phase:<20} {sum(m.get(f'time_{phase}', 0.0) for m in metrics):52.2f} s (no floor)")
     steps = sum(m["time_step"] for m in metrics)

@@ -77,7 +77,9 @@ def pass_products_seconds(model: Any, rows: int, seconds: float = 0.2) -> float:
     product timed at its own shape (each distinct shape once, times the layers of that shape; the LM
     head included) as the rollout computes it (oneDNN's product on a reordered weight for bf16 where
     this torch has it, else ``linear``), at torch's current thread count: what a decoding pass's
-    products cost at its batch, against the floor's fastest rate at 768 rows."""
+    products cost at its batch, against the floor's fastest rate at 768 rows. Each product repeats on
+    one weight, which the caches then hold where it fits (the decoder's layers, not the LM head):
+    a lower bound on the products of a pass that streams every weight from memory."""
     counts: dict[tuple[int, int], int] = {}
     weights: dict[tuple[int, int], torch.Tensor] = {}
     for m in model.modules():
