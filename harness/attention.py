@@ -64,8 +64,9 @@ def float32_matmul_attention(module: Any, query: Tensor, key: Tensor, value: Ten
     of :func:`grouped_matmul_attention` with the queries, keys and values in float32 and autocast off
     inside, so scores, softmax, the value product and their backward run in float32; the output
     returns in the query's dtype. Faster than the fused kernel's backward at the update's shapes
-    (a prompt's group of responses, a few hundred keys) and more exact than ``sdpa`` or ``eager``
-    under autocast, whose scores are rounded to bf16 (figures in ``bench/README.md``)."""
+    (a prompt's group of responses, a few hundred keys), and closer to a float32 update's gradient
+    than ``sdpa`` or ``eager`` (whose scores come out of a bf16 matmul) under autocast (figures in
+    ``bench/README.md``)."""
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     with torch.autocast(device_type=query.device.type, enabled=False):
         out = _grouped_matmuls(module, query.float(), key.float(), value.float(), attention_mask, scale, dropout,
