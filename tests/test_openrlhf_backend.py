@@ -147,3 +147,17 @@ def test_the_evaluation_through_openrlhf_says_how_it_decoded():
     assert backend.generation_bytes([{"role": "user", "content": "hi"}], 4, 8) > 0
     assert len(backend.generate([[{"role": "user", "content": "hi"}]], 2)) == 1
     assert decoding_info(backend.generate)["dtype"] == "float32"
+
+
+def test_the_dry_runs_verifier_line_says_the_budget_is_cpu_time_with_its_wall_cap():
+    from harness.backends.openrlhf.backend import verifier_budget
+    from harness.config import RunConfig
+    from mrbench_core.time_budget import wall_cap
+
+    cfg = RunConfig()
+    cfg.task.verifier_timeout_s = 5
+    line = verifier_budget(cfg)
+    assert line.startswith("task.verifier_timeout_s 5 s of CPU time per response")
+    assert f"at most {wall_cap(5):g} s of wall-clock time" in line and "killed past the budget" in line
+    cfg.task.verifier_timeout_s = 0
+    assert verifier_budget(cfg) == "task.verifier_timeout_s 0: no time budget"

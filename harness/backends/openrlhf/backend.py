@@ -54,8 +54,11 @@ def verifier_budget(cfg: Any) -> str:
     seconds = cfg.task.verifier_timeout_s
     if not seconds:
         return "task.verifier_timeout_s 0: no time budget"
-    return (f"task.verifier_timeout_s {seconds:g} s per response, in the vLLM engines' worker threads: each "
-            f"response is scored in a worker process that is killed past the budget (reason 'timeout')")
+    from mrbench_core.time_budget import wall_cap
+
+    return (f"task.verifier_timeout_s {seconds:g} s of CPU time per response (at most {wall_cap(seconds):g} s of "
+            f"wall-clock time), in the vLLM engines' worker threads: each response is scored in a worker process "
+            f"that is killed past the budget (reason 'timeout')")
 
 
 class OpenRLHFRunError(BackendRunError):
