@@ -61,12 +61,7 @@ def gemm_rate(model: Any, rows: int = 768, seconds: float = 0.5, dtype: torch.dt
                 except RuntimeError:
                     pass
             for name, product in ways.items():
-                product()  # untimed: first-call setup
-                n, t0 = 0, time.perf_counter()
-                while n < 3 or time.perf_counter() - t0 < seconds:
-                    product()
-                    n += 1
-                rate = 2.0 * rows * in_f * out_f * n / (time.perf_counter() - t0) / 1e9
+                rate = 2.0 * rows * in_f * out_f / _seconds_per_call(product, seconds) / 1e9
                 if rate > best:
                     best, where = rate, f"[{rows}, {in_f}] x [{in_f}, {out_f}] {w.dtype} ({name})"
     return best, where
@@ -96,13 +91,19 @@ def pass_products_seconds(model: Any, rows: int, seconds: float = 0.2) -> float:
             if w.dtype == torch.bfloat16 and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
                 packed = torch.ops.mkldnn._reorder_linear_weight(w, rows)
                 product = lambda x=x, p=packed: torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "")  # noqa: E731
-            product()
-            n, t0 = 0, time.perf_counter()
-            while n < 3 or time.perf_counter() - t0 < seconds:
-                product()
-                n += 1
-            total += counts[shape] * (time.perf_counter() - t0) / n
+            total += counts[shape] * _seconds_per_call(product, seconds)
     return total
+
+
+def _seconds_per_call(product: Any, seconds: float) -> float:
+    """The mean seconds of ``product()`` over at least 3 calls and ``seconds``, after one untimed call
+    (first-call setup)."""
+    product()
+    n, t0 = 0, time.perf_counter()
+    while n < 3 or time.perf_counter() - t0 < seconds:
+        product()
+        n += 1
+    return (time.perf_counter() - t0) / n
 
 
 @dataclass(frozen=True)
