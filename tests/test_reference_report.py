@@ -97,8 +97,9 @@ def test_the_leaderboard_over_all_results_keeps_apart_the_references_that_do_not
     by_task, _ = group_runs(collect(RESULTS)[0])
     rows = by_task["ifollow"]
 
-    def reference(path: str) -> str:
-        return Path(path).relative_to(REFERENCES).parts[0]
+    def reference(path: str) -> str:  # a reference's name, or a sweep in progress's (results/in-progress/)
+        parts = Path(path).relative_to(RESULTS).parts
+        return parts[1] if parts[0] == REFERENCES.name else "/".join(parts[:2])
 
     for row in rows:
         if len({reference(r.path) for r in row.runs}) > 1:
