@@ -111,3 +111,56 @@ def test_the_leaderboard_over_all_results_keeps_apart_the_references_that_do_not
     table = build_leaderboard(RESULTS)
     assert f"| ifollow | {row2.label} | smollm2-135m |" in table and f"| ifollow | {row3.label} | smollm2-135m |" in table
     assert "0.6277" not in table and "left out: a second record" not in table
+
+
+REF4 = REFERENCES / "ifollow-smollm2-4"
+REF4_ARMS = ("forking", "gtpo", "ktae")
+
+
+@pytest.mark.skipif(not (REF4 / "leaderboard.json").exists(), reason="no committed reference report 4")
+def test_the_fourth_reference_report_regenerates_from_its_finished_adaptive_sweep(tmp_path):
+    """Reference 4 (issue 51): the per-token credit methods against GDPO, seeds until resolved. The report
+    regenerates; every arm stopped (the sweep finished); each arm's seeds are GDPO's (paired); every
+    record ran at one clean commit and computes one fingerprint."""
+    new = _regenerated(REF4, tmp_path)
+    state = json.loads((REF4 / "adaptive.json").read_text())
+    assert all(rnd["decided"] for rnd in state["rounds"])
+    last = {key: d for rnd in state["rounds"] for key, d in rnd.get("decisions", {}).items()}
+    assert set(last) == {f"ifollow/{arm}/smollm2-135m" for arm in REF4_ARMS}
+    assert all(d["stop"] for d in last.values())
+    assert "confidence sequence" in new["method"]
+    rows = {r["label"]: r for r in new["tasks"]["ifollow"]["tables"][0]["rows"]}
+    assert rows["base"]["is_base"]
+    for key, decision in last.items():
+        arm = key.split("/")[1]
+        assert len(rows[arm]["seeds"]) == decision["seeds"] and rows[arm]["base"] == "base"
+        assert set(rows[arm]["seeds"]) <= set(rows["gdpo"]["seeds"])
+    commits, fingerprints = set(), set()
+    for seed_dir in (REF4 / "ifollow").glob("*/*/seed*"):
+        provenance = json.loads((seed_dir / "provenance.json").read_text())
+        assert provenance["status"] == "finished" and provenance["git"]["dirty"] is False
+        assert "host" not in provenance and "model_source" not in provenance, seed_dir
+        commits.add(provenance["git"]["commit"][:7])
+        fingerprints.add(provenance["numerics"]["fingerprint"][:8])
+    # one commit, two kinds of host (AMD EPYC, then an Intel Xeon with AMX), and KTAE seed 1 begun on the
+    # first and resumed on the second: three fingerprints, pooled on purpose, which the verdict says
+    assert commits == {"1f2aea6"} and fingerprints == {"c56bd951", "a1e18b68", "2ef0822d"}
+    assert json.loads((REF4 / "leaderboard.json").read_text())["pool_across_versions"] is True
+    assert any("Pooled across versions on purpose" in line for line in new["verdict"])
+    cells = {r["label"]: r for r in new["tasks"]["ifollow"]["tables"][0]["rows"]}
+    forking = cells["forking"]["cells"][INST]["vs_baseline"]
+    # the sweep stopped forking as resolved (p = 0.015 alone); over 3 arms x 2 numbers it is no verdict
+    assert forking["p_perm"] == pytest.approx(0.015, abs=5e-4) and forking["p_holm"] == pytest.approx(0.092, abs=1e-3)
+    assert forking["word"] is None and forking["holm_family"] == 6
+    assert all(cells[arm]["cells"][INST]["vs_baseline"]["word"] is None for arm in REF4_ARMS)
+
+
+@pytest.mark.skipif(not (REF4 / "credit-quality" / "credit_quality.json").exists(),
+                    reason="no committed credit-quality table of reference 4")
+def test_the_fourth_references_credit_quality_table_has_the_oracle_on_top_and_gdpo_uniform():
+    table = json.loads((REF4 / "credit-quality" / "credit_quality.json").read_text())
+    concentration = {method: row["concentration"] for method, row in table["pooled"].items()}
+    assert concentration["gdpo"] == pytest.approx(1.0)
+    assert max(concentration, key=concentration.get) == "mrtpo-oracle"
+    assert {"gdpo", "mrtpo", "mrtpo-oracle", *REF4_ARMS} <= set(concentration)
+    assert "model_source" not in table["settings"]
