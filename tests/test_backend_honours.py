@@ -266,5 +266,5 @@ def test_the_dry_run_shows_the_settings_openrlhf_honours(tmp_path, capsys):
     assert "--ds.param_dtype bf16" in out.split("OpenRLHF command line:\n", 1)[1].splitlines()[0]
     assert "update: model.train_dtype bfloat16 -> bfloat16: --ds.param_dtype bf16" in out
     assert "rollouts: model.dtype bfloat16 -> bfloat16" in out
-    assert "task.verifier_timeout_s 1 s per response" in out
+    assert "task.verifier_timeout_s 1 s of CPU time per response" in out
     assert not (tmp_path / "r").exists()

@@ -40,7 +40,7 @@ def test_run_writes_a_loadable_model_with_the_final_logits(trained):
     final = _logits(backend.policy.eval(), ids)
     # the policy trains with its own attention implementation (backend.local.train_attention);
     # under the same one the saved weights give the same logits bit for bit, under sdpa to rounding
-    assert torch.allclose(_logits(loaded, ids), final, atol=1e-5, rtol=0)
+    assert torch.allclose(_logits(loaded, ids), final, atol=1e-5, rtol=1e-5)  # float32 rounding: 1.0e-5 of 11.6 seen
     loaded.set_attn_implementation(backend.policy.config._attn_implementation)
     assert torch.equal(_logits(loaded, ids), final)
     start = load_model("tiny-random", dtype="float32").model
