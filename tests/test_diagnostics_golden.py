@@ -93,13 +93,13 @@ def _step(case_id: str) -> int:
 WRITTEN_ON = GOLDEN.with_suffix(".device.txt")
 
 
-def _written_here() -> bool:
+def _this_device_class() -> str:
     from harness.numerics import device_class, device_info
 
-    return device_class(device_info(torch.device("cpu"))) == WRITTEN_ON.read_text().strip()
+    return device_class(device_info(torch.device("cpu")))
 
 
-EXACT = _written_here()
+EXACT = _this_device_class() == WRITTEN_ON.read_text().strip()
 
 
 def _same(a: float, b: float) -> bool:
@@ -136,9 +136,7 @@ def write_golden() -> None:
         values[case_id] = fresh
     GOLDEN.parent.mkdir(exist_ok=True)
     GOLDEN.write_text(json.dumps(values, indent=0, sort_keys=True) + "\n")
-    from harness.numerics import device_class, device_info
-
-    WRITTEN_ON.write_text(device_class(device_info(torch.device("cpu"))) + "\n")
+    WRITTEN_ON.write_text(_this_device_class() + "\n")
 
 
 if __name__ == "__main__":

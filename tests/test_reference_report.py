@@ -121,7 +121,7 @@ REF4_ARMS = ("forking", "gtpo", "ktae")
 def test_the_fourth_reference_report_regenerates_from_its_finished_adaptive_sweep(tmp_path):
     """Reference 4 (issue 51): the per-token credit methods against GDPO, seeds until resolved. The report
     regenerates; every arm stopped (the sweep finished); each arm's seeds are GDPO's (paired); every
-    record ran at one clean commit and computes one fingerprint."""
+    record ran at one clean commit, on two kinds of host, and the report pools them on purpose."""
     new = _regenerated(REF4, tmp_path)
     state = json.loads((REF4 / "adaptive.json").read_text())
     assert all(rnd["decided"] for rnd in state["rounds"])
@@ -147,12 +147,11 @@ def test_the_fourth_reference_report_regenerates_from_its_finished_adaptive_swee
     assert commits == {"1f2aea6"} and fingerprints == {"c56bd951", "a1e18b68", "2ef0822d"}
     assert json.loads((REF4 / "leaderboard.json").read_text())["pool_across_versions"] is True
     assert any("Pooled across versions on purpose" in line for line in new["verdict"])
-    cells = {r["label"]: r for r in new["tasks"]["ifollow"]["tables"][0]["rows"]}
-    forking = cells["forking"]["cells"][INST]["vs_baseline"]
+    forking = rows["forking"]["cells"][INST]["vs_baseline"]
     # the sweep stopped forking as resolved (p = 0.015 alone); over 3 arms x 2 numbers it is no verdict
     assert forking["p_perm"] == pytest.approx(0.015, abs=5e-4) and forking["p_holm"] == pytest.approx(0.092, abs=1e-3)
     assert forking["word"] is None and forking["holm_family"] == 6
-    assert all(cells[arm]["cells"][INST]["vs_baseline"]["word"] is None for arm in REF4_ARMS)
+    assert all(rows[arm]["cells"][INST]["vs_baseline"]["word"] is None for arm in REF4_ARMS)
 
 
 @pytest.mark.skipif(not (REF4 / "credit-quality" / "credit_quality.json").exists(),
