@@ -88,3 +88,19 @@ def test_cell_speed_takes_a_grids_cell_and_names_a_missing_one():
     proc = subprocess.run([sys.executable, "bench/cell_speed.py", "--old", "HEAD", "--new", "HEAD", "--cell", "nosuch"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode != 0 and "has no nosuch cell of seed 0" in proc.stderr
+
+
+def test_decode_pass_breaks_a_pass_down_and_times_the_attention_candidates():
+    lines = _run("bench/decode_pass.py", "--model", "tiny-random", "--passes", "4", "--runs", "1", "--relevance")
+    if "rollout float32" in lines[0]:  # a host without native bf16: no packed copy, so no DecodeStep to take apart
+        assert sum("decodes with the model's own forward (no DecodeStep)" in line for line in lines) == 2, lines
+        return
+    start = next(i for i, line in enumerate(lines) if line.startswith("breakdown of one sampling, 16 rows x 4 passes"))
+    parts = {m.group(1).strip(): float(m.group(3)) for line in lines[start + 1:]
+             if (m := re.match(r"  (\S.*?)\s+(-?[\d.]+) ms\s+(-?[\d.]+)%", line))}
+    assert {"linear products", "attention", "RMS norms", "LM head", "cache update"} <= set(parts), lines
+    assert abs(sum(parts.values()) - 100.0) < 1.0  # the parts add up to the sampling's time
+    timed = [line for line in lines if re.match(r"  (grouped matmuls \(default\)|fused sdpa in decoding)\s+[\d.]+", line)]
+    assert len(timed) == 2 and timed[0].endswith("(1.00x)"), lines
+    floors = [float(m.group(1)) for line in lines if (m := re.search(r" q ([\d.e+-]+), mean relevance", line))]
+    assert len(floors) == 2 and all(q >= 0 for q in floors), lines
