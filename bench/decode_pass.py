@@ -1,6 +1,6 @@
 """Where a decoding pass of the main job goes, and what an attention candidate would give and cost.
 
-    .venv/bin/python bench/decode_pass.py [--model NAME] [--passes 96] [--runs 3] [--relevance] [--seed 0]
+    .venv/bin/python bench/decode_pass.py [--model NAME] [--dtype D] [--passes 96] [--runs 3] [--relevance] [--seed 0]
 
 Method. The rollout copy of the configured model (the embedded SmolLM2-135M by default, in the
 rollout dtype, packed, with the rollout attention, as the local backend makes it) samples the main
@@ -163,6 +163,7 @@ def candidates(backend: LocalBackend, rows: list[list[int]], passes: int, runs: 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=None, help="model name (default: the main job's, the embedded SmolLM2-135M)")
+    ap.add_argument("--dtype", default=None, help="rollout dtype (default: the run's, bf16 where the host has it)")
     ap.add_argument("--passes", type=int, default=96, help="tokens every row decodes (the main job's max_new_tokens)")
     ap.add_argument("--runs", type=int, default=3, help="alternations of the candidates")
     ap.add_argument("--relevance", action="store_true", help="also each candidate's relevance floor")
@@ -170,6 +171,7 @@ def main() -> int:
     args = ap.parse_args()
     cfg = RunConfig()
     cfg.model.name = args.model or cfg.model.name
+    cfg.model.dtype = args.dtype or cfg.model.dtype
     backend = LocalBackend(cfg)
     backend._load_policy()
     info = backend.rollout_info()

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -91,16 +93,26 @@ def test_cell_speed_takes_a_grids_cell_and_names_a_missing_one():
 
 
 def test_decode_pass_breaks_a_pass_down_and_times_the_attention_candidates():
-    lines = _run("bench/decode_pass.py", "--model", "tiny-random", "--passes", "4", "--runs", "1", "--relevance")
-    if "rollout float32" in lines[0]:  # a host without native bf16: no packed copy, so no DecodeStep to take apart
-        assert sum("decodes with the model's own forward (no DecodeStep)" in line for line in lines) == 2, lines
-        return
+    lines = _run("bench/decode_pass.py", "--model", "tiny-random", "--passes", "4", "--runs", "2", "--relevance")
+    if "rollout float32" in lines[0]:  # a host without native bf16: no packed copy (the case below)
+        pytest.skip(f"this host samples in float32, so there is no DecodeStep to take apart: {lines[0]}")
     start = next(i for i, line in enumerate(lines) if line.startswith("breakdown of one sampling, 16 rows x 4 passes"))
-    parts = {m.group(1).strip(): float(m.group(3)) for line in lines[start + 1:]
+    parts = {m.group(1).strip(): float(m.group(2)) for line in lines[start + 1:]
              if (m := re.match(r"  (\S.*?)\s+(-?[\d.]+) ms\s+(-?[\d.]+)%", line))}
-    assert {"linear products", "attention", "RMS norms", "LM head", "cache update"} <= set(parts), lines
-    assert abs(sum(parts.values()) - 100.0) < 1.0  # the parts add up to the sampling's time
-    timed = [line for line in lines if re.match(r"  (grouped matmuls \(default\)|fused sdpa in decoding)\s+[\d.]+", line)]
-    assert len(timed) == 2 and timed[0].endswith("(1.00x)"), lines
-    floors = [float(m.group(1)) for line in lines if (m := re.search(r" q ([\d.e+-]+), mean relevance", line))]
-    assert len(floors) == 2 and all(q >= 0 for q in floors), lines
+    assert {"linear products", "attention", "RMS norms", "LM head", "cache update",
+            "rope, residuals, the MLP's SiLU, the final norm"} <= set(parts), lines
+    # each wrapped part is timed once: were one counted inside another, the step's remainder would go negative
+    assert all(ms >= 0 for ms in parts.values()) and parts["linear products"] > 0 and parts["attention"] > 0, parts
+    timed = {m.group(1): m.group(2) for line in lines
+             if (m := re.match(r"  (grouped matmuls \(default\)|fused sdpa in decoding)\s+([\d., ]+)  \(", line))}
+    assert set(timed) == {"grouped matmuls (default)", "fused sdpa in decoding"}, lines
+    assert all(len(v.split(",")) == 2 for v in timed.values())  # one figure per alternation
+    floors = {m.group(1): float(m.group(2)) for line in lines
+              if (m := re.match(r"  (grouped matmuls \(default\)|fused sdpa in decoding)\s+q ([\d.e+-]+), mean", line))}
+    assert len(floors) == 2 and all(0 <= q < 1 for q in floors.values()), lines
+
+
+def test_decode_pass_says_there_is_nothing_to_take_apart_in_float32():
+    lines = _run("bench/decode_pass.py", "--model", "tiny-random", "--dtype", "float32", "--passes", "2")
+    assert "rollout float32" in lines[0], lines
+    assert sum("decodes with the model's own forward (no DecodeStep)" in line for line in lines) == 2, lines
