@@ -34,14 +34,14 @@ def _cfg(tmp: Path, **kw):
 def written(monkeypatch):
     """Bytes of every checkpoint written, in order."""
     sizes: list[int] = []
-    real = checkpoint.save
+    real = checkpoint.write
 
-    def save(directory, **kw):
-        path = real(directory, **kw)
-        sizes.append(Path(path).stat().st_size)
-        return path
+    def write(directory, **kw):
+        written = real(directory, **kw)
+        sizes.append(written.tmp.stat().st_size)
+        return written
 
-    monkeypatch.setattr(checkpoint, "save", save)
+    monkeypatch.setattr(checkpoint, "write", write)
     return sizes
 
 

@@ -161,13 +161,16 @@ class LocalBackend(LocalEngine, Backend):
         self._start_vllm(record, examples)  # after the resume: it starts from the current weights
         self._start_replay()
         try:
-            self.loop.run(examples)
+            try:
+                self.loop.run(examples)
+            finally:
+                self._close_vllm()  # the engine's memory goes back before evaluation
+            self.rollout_model.eval()
+            if cfg.output.save_model:  # the trained policy to take away: <record>/model/
+                record.update_provenance(model=save_model(self._export_source(), self.tokenizer, record.path,
+                                                          eos=list(self.eos),
+                                                          merged=cfg.output.save_merged))
         finally:
-            self._close_vllm()  # the engine's memory goes back before evaluation
-        self.rollout_model.eval()
-        if cfg.output.save_model:  # the trained policy to take away: <record>/model/
-            record.update_provenance(model=save_model(self._export_source(), self.tokenizer, record.path,
-                                                      eos=list(self.eos),
-                                                      merged=cfg.output.save_merged))
+            self.checkpoint_written()  # the last checkpoint's rename ran beside the export
         return {**self.loop.summary(), **self.step.guard.summary(), "rollout": self.rollout_info(),
                 "update": self.update_info()}

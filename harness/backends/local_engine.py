@@ -104,6 +104,7 @@ class LocalEngine:
         # "auto": vLLM when it imports and CUDA is present; "vllm" where it cannot run raises VLLMError
         self.generator_name = choose_generator(cfg.backend.local.generator, self.rollout_dtype)
         self._vllm: Any = None
+        self._renaming: checkpoint.Renaming | None = None  # the last checkpoint's rename, while it runs
 
     # -- the models ----------------------------------------------------------------------------
     def _load_policy(self) -> None:
@@ -232,9 +233,18 @@ class LocalEngine:
         follows, and two thirds of a full fine-tune's bytes are AdamW's moments) unless
         ``output.keep_checkpoint`` keeps it for later."""
         last = step >= self.cfg.schedule.steps and not self.cfg.output.keep_checkpoint
-        checkpoint.save(record.checkpoint_dir, step=step, model=self.policy,
-                        optimizer=None if last else self.update.optimizer,
-                        data_position=position, fingerprint=self._fingerprint(record))
+        self.checkpoint_written()
+        written = checkpoint.write(record.checkpoint_dir, step=step, model=self.policy,
+                                   optimizer=None if last else self.update.optimizer,
+                                   data_position=position, fingerprint=self._fingerprint(record))
+        self._renaming = checkpoint.Renaming(written)  # in place while the next step runs
+
+    def checkpoint_written(self) -> None:
+        """Wait until the last checkpoint is in place (its rename runs in a thread; see
+        :mod:`harness.backends.checkpoint`): before the next one, at the end of the run, on a stop."""
+        renaming, self._renaming = self._renaming, None
+        if renaming is not None:
+            renaming.wait()
 
     def load(self, record: Any) -> tuple[int, int] | None:
         """The record's checkpoint, if any, into the policy, the optimiser and the RNG (refused when
