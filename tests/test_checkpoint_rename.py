@@ -7,6 +7,9 @@ saves again with a rename still pending. The export asks accelerate no question 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,8 @@ from toy_task import register, tiny_config, train_run
 from harness.backends import checkpoint
 from harness.backends.local_engine import LocalEngine
 from harness.training.run_loop import RunLoop
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _write(directory: Path, step: int) -> checkpoint.Written:
@@ -124,3 +129,24 @@ def test_the_engine_waits_for_the_pending_rename_before_the_next_write(tmp_path,
     engine.checkpoint_written()  # nothing pending: nothing to wait for
     assert order == ["write 1", "wait 1", "write 2", "wait 2"]
 
+
+def test_the_export_imports_no_deepspeed(tmp_path):
+    """accelerate's unwrap imports DeepSpeed wherever it is installed; the export asks without it, in a
+    fresh process, and puts accelerate's question back afterwards."""
+    code = f"""
+import importlib.util, json, sys
+from harness.models import tiny_model
+from harness.backends.export import save_model
+from accelerate.utils import other
+asked = other.is_deepspeed_available
+loaded = tiny_model()
+save_model(loaded.model, loaded.tokenizer, {str(tmp_path)!r})
+print(json.dumps({{"imported": "deepspeed" in sys.modules, "installed": importlib.util.find_spec("deepspeed") is not None,
+                  "restored": other.is_deepspeed_available is asked}}))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"DeepSpeed installed: {seen['installed']}")
+    assert seen == {"imported": False, "installed": seen["installed"], "restored": True}
+    assert (tmp_path / "model" / "model.safetensors").exists()
