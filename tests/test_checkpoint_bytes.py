@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from toy_task import register, tiny_config, train_run
+from toy_task import register, sigterm_after_step, tiny_config, train_run
 
 from harness import runner
 from harness.backends import checkpoint
@@ -75,15 +75,7 @@ def straight(tmp_path_factory):
 
 
 def test_a_sigterm_mid_run_checkpoints_and_resumes_exactly(tmp_path, monkeypatch, straight):
-    original = RunLoop.run_step
-
-    def signalled(self, n, *args, **kwargs):
-        row = original(self, n, *args, **kwargs)
-        if n == 1:
-            self.stop = "SIGTERM"  # as the run loop's handler sets it
-        return row
-
-    monkeypatch.setattr(RunLoop, "run_step", signalled)
+    original = sigterm_after_step(monkeypatch, 1)
     cfg = _cfg(tmp_path / "run")
     with pytest.raises(KeyboardInterrupt):
         run(cfg)

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from toy_task import register, tiny_config, train_run
+from toy_task import register, sigterm_after_step, tiny_config, train_run
 
 from harness.backends import checkpoint
 from harness.backends.local_engine import LocalEngine
-from harness.training.run_loop import RunLoop
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,15 +89,7 @@ def test_a_run_waits_for_each_rename_before_the_next_save_and_before_it_returns(
 
 
 def test_a_stop_by_signal_waits_for_its_checkpoints_rename(tmp_path, monkeypatch, renames):
-    original = RunLoop.run_step
-
-    def signalled(self, n, *args, **kwargs):
-        row = original(self, n, *args, **kwargs)
-        if n == 1:
-            self.stop = "SIGTERM"  # as the run loop's handler sets it
-        return row
-
-    monkeypatch.setattr(RunLoop, "run_step", signalled)
+    sigterm_after_step(monkeypatch, 1)
     with pytest.raises(KeyboardInterrupt):
         train_run(_cfg(tmp_path / "run", every=0), finish=True)
     assert renames == [("start", 2), ("done", 2)]

@@ -119,3 +119,20 @@ def train_run(cfg: Any, task: Any = None, finish: bool = False) -> tuple[Any, An
     finally:
         rec.unlock()
     return backend, rec, summary
+
+
+def sigterm_after_step(monkeypatch: Any, step: int) -> Any:
+    """Make the run loop act as on a SIGTERM arriving during 0-based step ``step`` (its handler sets
+    ``stop``): that step finishes, is checkpointed, and the loop raises. Returns the real ``run_step``."""
+    from harness.training.run_loop import RunLoop
+
+    original = RunLoop.run_step
+
+    def signalled(self: Any, n: int, *args: Any, **kwargs: Any) -> Any:
+        row = original(self, n, *args, **kwargs)
+        if n == step:
+            self.stop = "SIGTERM"
+        return row
+
+    monkeypatch.setattr(RunLoop, "run_step", signalled)
+    return original
