@@ -135,7 +135,17 @@ class Renaming:
             self.error = exc
 
     def wait(self) -> Path:
-        self.thread.join()
+        """The checkpoint's path once it is in place. A Ctrl-C while waiting still waits (the rename
+        takes about a second at most) and is raised after, so the record is never unlocked with a
+        rename pending."""
+        interrupted: KeyboardInterrupt | None = None
+        while self.thread.is_alive():
+            try:
+                self.thread.join()
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
         if self.error is not None:
             raise self.error
         return self.written.path

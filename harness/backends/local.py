@@ -170,7 +170,9 @@ class LocalBackend(LocalEngine, Backend):
                 record.update_provenance(model=save_model(self._export_source(), self.tokenizer, record.path,
                                                           eos=list(self.eos),
                                                           merged=cfg.output.save_merged))
-        finally:
-            self.checkpoint_written()  # the last checkpoint's rename ran beside the export
+        except BaseException as exc:
+            self.checkpoint_written(during=exc)
+            raise
+        self.checkpoint_written()  # the last checkpoint's rename ran beside the export
         return {**self.loop.summary(), **self.step.guard.summary(), "rollout": self.rollout_info(),
                 "update": self.update_info()}

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -239,12 +240,24 @@ class LocalEngine:
                                    data_position=position, fingerprint=self._fingerprint(record))
         self._renaming = checkpoint.Renaming(written)  # in place while the next step runs
 
-    def checkpoint_written(self) -> None:
+    def checkpoint_written(self, during: BaseException | None = None) -> None:
         """Wait until the last checkpoint is in place (its rename runs in a thread; see
-        :mod:`harness.backends.checkpoint`): before the next one, at the end of the run, on a stop."""
-        renaming, self._renaming = self._renaming, None
-        if renaming is not None:
+        :mod:`harness.backends.checkpoint`): before the next one, at the end of the run, on a stop.
+        ``during``: the error the run is stopping on; a failed rename is then said in one line
+        instead of raised, so the record keeps the error that stopped it."""
+        renaming = self._renaming
+        if renaming is None:
+            return
+        try:
             renaming.wait()
+        except Exception as exc:
+            if during is None:
+                raise
+            print(f"mrbench: the checkpoint after step {renaming.written.step} was not put in place "
+                  f"({type(exc).__name__}: {exc}); the previous one stays", file=sys.stderr)
+        finally:
+            if not renaming.thread.is_alive():
+                self._renaming = None
 
     def load(self, record: Any) -> tuple[int, int] | None:
         """The record's checkpoint, if any, into the policy, the optimiser and the RNG (refused when
