@@ -128,8 +128,6 @@ def test_the_engine_waits_for_the_pending_rename_before_the_next_write(tmp_path,
     monkeypatch.setattr(checkpoint, "write", lambda directory, **kw: order.append(f"write {kw['step']}") or kw["step"])
 
     class Pending:
-        thread = type("Done", (), {"is_alive": lambda self: False})()
-
         def __init__(self, step):
             self.step = step
 
@@ -153,7 +151,6 @@ def test_the_engine_waits_for_the_pending_rename_before_the_next_write(tmp_path,
 def test_a_failed_rename_while_the_run_stops_on_another_error_is_said_not_raised(tmp_path, capsys):
     class Failed:
         written = checkpoint.Written(tmp_path / "t", tmp_path / "state.pt", 3)
-        thread = type("Done", (), {"is_alive": lambda self: False})()
 
         def wait(self):
             raise OSError("no such directory")
@@ -186,6 +183,7 @@ print(json.dumps({{"imported": "deepspeed" in sys.modules, "installed": importli
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     seen = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"DeepSpeed installed: {seen['installed']}")
-    assert seen == {"imported": False, "installed": seen["installed"], "restored": True}
-    assert (tmp_path / "model" / "model.safetensors").exists()
+    assert (tmp_path / "model" / "model.safetensors").exists() and seen["restored"]
+    if not seen["installed"]:
+        pytest.skip("DeepSpeed is not installed (scripts/setup.sh --dev installs it): nothing the export could import")
+    assert not seen["imported"]

@@ -8,8 +8,8 @@ either the previous checkpoint or the new one, never a torn file. It is written 
 archive's CRC-32 checksums: the rename already rules out a torn file, and computing them took
 about half of the write of a 135M model's 1.6 GB state (the main job writes one after every step).
 The local backend renames in a thread (:class:`Renaming`) while the next step runs: on ext4 a rename
-over an existing file first allocates the new file's delayed blocks and starts their writeback (so a
-power loss cannot leave the new name on an empty file), which took about 0.6 s per 1.6 GB checkpoint
+over an existing file first allocates the new file's delayed blocks and starts their writeback (ext4's
+guard against a power loss leaving the new name on an empty file), which took about 0.6 s per 1.6 GB checkpoint
 on a two-core host, nearly all of it waiting on the disk, not the CPU; the next save, a signal's stop
 and the end of the run wait for it.
 The temporary file of a killed write (``.state.pt.tmp-<pid>``) is removed by the next :func:`load`
@@ -135,9 +135,9 @@ class Renaming:
             self.error = exc
 
     def wait(self) -> Path:
-        """The checkpoint's path once it is in place. A Ctrl-C while waiting still waits (the rename
-        takes about a second at most) and is raised after, so the record is never unlocked with a
-        rename pending."""
+        """The checkpoint's path once it is in place. A Ctrl-C while waiting still waits for the rename
+        (about 0.6 s per 1.6 GB checkpoint, measured) and is raised after it, so the thread is done
+        whenever this returns or raises and the record is never unlocked with a rename pending."""
         interrupted: KeyboardInterrupt | None = None
         while self.thread.is_alive():
             try:

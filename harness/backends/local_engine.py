@@ -256,8 +256,7 @@ class LocalEngine:
             print(f"mrbench: the checkpoint after step {renaming.written.step} was not put in place "
                   f"({type(exc).__name__}: {exc}); the previous one stays", file=sys.stderr)
         finally:
-            if not renaming.thread.is_alive():
-                self._renaming = None
+            self._renaming = None  # its thread is done: wait returns or raises only then
 
     def load(self, record: Any) -> tuple[int, int] | None:
         """The record's checkpoint, if any, into the policy, the optimiser and the RNG (refused when
